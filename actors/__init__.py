@@ -1,0 +1,1 @@
+"""agent-harness runtime: the supervisor, its actors, the session store and the tools."""

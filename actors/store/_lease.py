@@ -1,0 +1,117 @@
+"""The session lease: one advisory ``flock`` per session, held by at most one process.
+
+A lease is taken without waiting: if another process holds it, :class:`SessionLocked` is raised
+at once, naming the holder's pid (which the holder writes into the lock file). Inside one
+process the lease is re-entrant, across threads and store instances alike: a process-wide
+registry counts nested holds and releases the lock when the outermost one ends. The kernel
+releases the lock when the holding process dies, however it dies.
+
+Lock files are never deleted, not even with their session: removing one could let two
+processes lock two different files under the same name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from actors.errors import SessionLocked, StorageError
+
+
+@dataclass
+class _Held:
+    fd: int
+    count: int
+
+
+_registry: dict[str, _Held] = {}
+_registry_lock = threading.Lock()
+
+
+def _holder_of(fd: int) -> str | None:
+    try:
+        raw = os.pread(fd, 4096, 0)
+        info = json.loads(raw.decode("utf-8"))
+        pid = int(info["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    host = info.get("host")
+    if host and host != socket.gethostname():
+        return f"pid {pid} on {host}"
+    return f"pid {pid}"
+
+
+def _acquire(path: Path, session_id: str) -> int:
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise StorageError(f"Cannot open lock file {path}: {exc.strerror}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = _holder_of(fd)
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise SessionLocked(session_id, holder) from None
+        raise StorageError(f"Cannot lock {path}: {exc.strerror}") from exc
+    record = json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode()
+    with contextlib.suppress(OSError):  # the pid is a courtesy for error messages
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, record, 0)
+    return fd
+
+
+def is_held_here(path: Path) -> bool:
+    """True when this process holds the lease at ``path``."""
+    with _registry_lock:
+        return str(path.resolve()) in _registry
+
+
+def held_elsewhere(path: Path) -> bool:
+    """True when another process holds the lease at ``path`` (probes without keeping it)."""
+    if is_held_here(path) or not path.exists():
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+@contextlib.contextmanager
+def hold(path: Path, session_id: str) -> Iterator[None]:
+    """Hold the lease at ``path`` for the ``with`` block (re-entrant within this process).
+
+    Blocking only for the duration of ``open`` and a non-blocking ``flock``: async callers run
+    it in a worker thread. Raises :class:`SessionLocked` when another process holds it.
+    """
+    key = str(path.resolve())
+    with _registry_lock:
+        held = _registry.get(key)
+        if held is None:
+            held = _registry[key] = _Held(_acquire(path, session_id), 0)
+        held.count += 1
+    try:
+        yield
+    finally:
+        with _registry_lock:
+            held.count -= 1
+            if held.count == 0:
+                del _registry[key]
+                with contextlib.suppress(OSError):
+                    fcntl.flock(held.fd, fcntl.LOCK_UN)
+                os.close(held.fd)

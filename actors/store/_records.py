@@ -1,0 +1,143 @@
+"""The session record as portable JSON: export shape, defaults for older records, markdown.
+
+The exported record has the fields of the design notes plus ``format_version``. Records from
+the notes' older JSON layout lack some fields; :func:`normalise_record` fills them with the
+notes' defaults (``transcript`` = a copy of ``messages``, empty title, not archived, empty
+state, no compactions) and checks what must be there.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from actors.errors import InvalidRecord
+from actors.ids import check_session_id
+from actors.messages import Message, text_of
+
+FORMAT_VERSION = 1
+STATUSES = ("active", "saved", "aborted")
+STATE_DEFAULTS: dict[str, Any] = {
+    "scratchpad": "",
+    "todos": [],
+    "tool_calls": 0,
+    "total_tokens_in": 0,
+    "total_tokens_out": 0,
+    "total_cost_usd": 0.0,
+    "calls": 0,
+}
+RECORD_FIELDS = (
+    "id",
+    "created_at",
+    "updated_at",
+    "title",
+    "summary",
+    "archived",
+    "status",
+    "project_root",
+    "parent_id",
+    "state",
+    "messages",
+    "transcript",
+    "compactions",
+)
+
+
+def timestamp() -> str:
+    """Now, as ISO 8601 UTC with microseconds (so listings order stably)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def normalise_record(raw: Any, source: str) -> dict[str, Any]:
+    """Check an imported record and fill missing fields; raise :class:`InvalidRecord`."""
+    if not isinstance(raw, dict):
+        raise InvalidRecord(f"{source}: not a JSON object")
+    try:
+        check_session_id(raw.get("id"))
+    except ValueError:
+        raise InvalidRecord(f"{source}: missing or invalid 'id'") from None
+    messages = raw.get("messages")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise InvalidRecord(f"{source}: 'messages' must be a list of objects")
+    for m in messages:
+        if not isinstance(m.get("role"), str):
+            raise InvalidRecord(f"{source}: a message has no 'role'")
+    record = copy.deepcopy(raw)
+    now = timestamp()
+    record.setdefault("created_at", now)
+    record.setdefault("updated_at", record["created_at"])
+    record.setdefault("transcript", copy.deepcopy(messages))
+    record.setdefault("title", "")
+    record.setdefault("summary", "")
+    record.setdefault("archived", False)
+    record.setdefault("status", "saved")
+    record.setdefault("project_root", "")
+    record.setdefault("parent_id", None)
+    record.setdefault("state", {})
+    record.setdefault("compactions", [])
+    if not isinstance(record["transcript"], list) or not all(
+        isinstance(m, dict) for m in record["transcript"]
+    ):
+        raise InvalidRecord(f"{source}: 'transcript' must be a list of objects")
+    if not isinstance(record["state"], dict):
+        raise InvalidRecord(f"{source}: 'state' must be an object")
+    if not isinstance(record["compactions"], list):
+        raise InvalidRecord(f"{source}: 'compactions' must be a list")
+    if record["status"] not in STATUSES:
+        record["status"] = "saved"
+    if record["parent_id"] is not None:
+        try:
+            check_session_id(record["parent_id"])
+        except ValueError:
+            record["parent_id"] = None
+    for key in ("title", "summary", "project_root", "created_at", "updated_at"):
+        if not isinstance(record[key], str):
+            record[key] = str(record[key])
+    record["archived"] = bool(record["archived"])
+    return {key: record[key] for key in RECORD_FIELDS}
+
+
+def read_record_file(path: Path) -> dict[str, Any]:
+    """Parse one exported or legacy record file; raise :class:`InvalidRecord` naming it."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidRecord(f"{path}: {exc}") from None
+    return normalise_record(raw, str(path))
+
+
+def to_markdown(record: dict[str, Any]) -> str:
+    """A readable transcript of a record for humans (``--export ID --format markdown``)."""
+    lines = [f"# {record['title'] or 'Session ' + record['id']}", ""]
+    lines.append(f"- id: `{record['id']}`")
+    lines.append(f"- created: {record['created_at']}  updated: {record['updated_at']}")
+    lines.append(f"- status: {record['status']}  archived: {record['archived']}")
+    if record.get("project_root"):
+        lines.append(f"- project: `{record['project_root']}`")
+    if record.get("parent_id"):
+        lines.append(f"- forked from: `{record['parent_id']}`")
+    if record.get("summary"):
+        lines += ["", "## Summary", "", record["summary"]]
+    lines += ["", "## Transcript", ""]
+    for message in record["transcript"]:
+        lines.append(_markdown_message(message))
+    for i, compaction in enumerate(record.get("compactions", []), 1):
+        lines += [
+            "",
+            f"## Compaction {i} ({compaction.get('at', '')}: "
+            f"{compaction.get('before_tokens')} -> {compaction.get('after_tokens')} tokens)",
+            "",
+            str(compaction.get("summary", "")),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _markdown_message(message: Message) -> str:
+    role = message.get("role", "unknown")
+    if role == "tool":
+        body = str(message.get("content") or "")
+        return f"**tool result** (`{message.get('tool_call_id', '')}`):\n\n```\n{body}\n```\n"
+    return f"**{role}**: {text_of(message) or '[no content]'}\n"

@@ -1,0 +1,111 @@
+"""The SQLite schema and its versioned, idempotent migrations.
+
+Tables (one database file, ``<memory-dir>/sessions.sqlite3``):
+
+``sessions``      one row per session: metadata, planning/usage ``state`` (JSON), and the
+                  counters ``context_len``/``transcript_len``/``context_version`` that let a
+                  checkpoint append without reading what is already stored.
+``transcript``    every message ever persisted, one row each, append-only (``seq`` = order).
+``context``       the working context: one row per position, pointing at a transcript row
+                  (``mid``) or, for messages that exist only in the context (a compaction
+                  summary), holding the message itself (``body``).
+``compactions``   one row per compaction event.
+``tool_calls``    the write-ahead record of tool calls not yet answered: ``planned`` when the
+                  assistant message that asked for them was checkpointed, ``started`` just
+                  before the tool began. A result deletes the row.
+``legacy_files``  which JSON records of the older layout were imported (never modified).
+``message_text``  FTS5 (trigram) over each transcript message's text, rowid = transcript.mid.
+``session_text``  FTS5 (trigram) over title, summary and compaction summaries, rowid = rid.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+SCHEMA_VERSION = 1
+
+_MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE IF NOT EXISTS sessions (
+        rid             INTEGER PRIMARY KEY,
+        id              TEXT    NOT NULL UNIQUE,
+        created_at      TEXT    NOT NULL,
+        updated_at      TEXT    NOT NULL,
+        title           TEXT    NOT NULL DEFAULT '',
+        summary         TEXT    NOT NULL DEFAULT '',
+        archived        INTEGER NOT NULL DEFAULT 0,
+        status          TEXT    NOT NULL DEFAULT 'saved',
+        project_root    TEXT    NOT NULL DEFAULT '',
+        parent_id       TEXT,
+        state           TEXT    NOT NULL DEFAULT '{}',
+        context_version INTEGER NOT NULL DEFAULT 0,
+        context_len     INTEGER NOT NULL DEFAULT 0,
+        transcript_len  INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX IF NOT EXISTS sessions_recent ON sessions (archived, updated_at DESC);
+    CREATE TABLE IF NOT EXISTS transcript (
+        mid         INTEGER PRIMARY KEY,
+        session_rid INTEGER NOT NULL,
+        seq         INTEGER NOT NULL,
+        body        TEXT    NOT NULL,
+        UNIQUE (session_rid, seq)
+    );
+    CREATE TABLE IF NOT EXISTS context (
+        session_rid INTEGER NOT NULL,
+        pos         INTEGER NOT NULL,
+        mid         INTEGER,
+        body        TEXT,
+        PRIMARY KEY (session_rid, pos)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS compactions (
+        session_rid   INTEGER NOT NULL,
+        n             INTEGER NOT NULL,
+        at            TEXT    NOT NULL,
+        before_tokens INTEGER NOT NULL,
+        after_tokens  INTEGER NOT NULL,
+        summary       TEXT    NOT NULL,
+        PRIMARY KEY (session_rid, n)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS tool_calls (
+        session_rid INTEGER NOT NULL,
+        call_id     TEXT    NOT NULL,
+        phase       TEXT    NOT NULL CHECK (phase IN ('planned', 'started')),
+        PRIMARY KEY (session_rid, call_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS legacy_files (
+        name       TEXT PRIMARY KEY,
+        size       INTEGER NOT NULL,
+        mtime_ns   INTEGER NOT NULL,
+        session_id TEXT,
+        error      TEXT
+    );
+    CREATE VIRTUAL TABLE IF NOT EXISTS message_text USING fts5 (text, tokenize = 'trigram');
+    CREATE VIRTUAL TABLE IF NOT EXISTS session_text USING fts5 (text, tokenize = 'trigram');
+    """,
+}
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring the database to :data:`SCHEMA_VERSION`; safe to run on every open, by many
+    processes at once (the version is read and raised inside one write transaction)."""
+    from actors.errors import StorageError
+
+    if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = conn.execute("PRAGMA user_version").fetchone()[0]
+        if current > SCHEMA_VERSION:
+            raise StorageError(
+                f"The session store was written by a newer agent-harness (schema {current}); "
+                "upgrade agent-harness to open it."
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            for statement in _MIGRATIONS[version].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version}")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
