@@ -293,7 +293,7 @@ class SessionStore:
             )
             self._contexts.pop(session_id, None)
             row = self._row(conn, session_id)
-            conn.execute("INSERT INTO session_text (rowid, text) VALUES (?, ?)", (row["rid"], title))
+            self._index_session_text(conn, row["rid"], title, "", [])
             appended = self._append(conn, session_id, row, list(messages), planned_calls=False)
         appended()
         return session_id
@@ -671,7 +671,8 @@ class SessionStore:
                 (text,) = conn.execute(
                     f"SELECT text FROM {table} WHERE rowid = ?", (rowid,)
                 ).fetchone()
-                item = {k: rows[rid][k] for k in rows[rid].keys() if k != "rid"}
+                item = dict(rows[rid])
+                del item["rid"]
                 item["archived"] = bool(item["archived"])
                 item["snippet"] = _snippet(text, terms)
                 results.append(item)

@@ -1,0 +1,79 @@
+"""What a tool is: a name, a JSON schema, a permission class, and an async function.
+
+A tool's function receives a :class:`ToolContext` and its already-validated arguments and
+returns the result text. It reports a failure by raising :class:`ToolFailed` (the message
+becomes the tool result). It must let cancellation through: when the turn is aborted or the
+call times out, the executor cancels it, and the tool's ``finally`` blocks must leave nothing
+running (a shell tool kills its process group, shielded). Output produced before an
+interruption can be appended to ``ctx.progress``; the executor reports it to the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from actors.errors import ToolFailed
+
+if TYPE_CHECKING:
+    from actors.planning import Planning
+    from actors.store import SessionStore
+
+
+class Permission(Enum):
+    """What a tool may do, which decides whether the user is asked first."""
+
+    READ = "read"  # never asks
+    EDIT = "edit"  # asks in default mode; auto-approved in acceptEdits (inside the sandbox)
+    SHELL = "shell"  # asks in default and acceptEdits modes
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool may touch. One context per call (``progress`` is per call)."""
+
+    sandbox: Path
+    memory_dir: Path
+    planning: Planning
+    store: SessionStore | None = None
+    session_id: str | None = None
+    progress: list[str] = field(default_factory=list)
+
+    def resolve(self, path: str) -> Path:
+        """``path`` (relative to the sandbox, or absolute) as a real path inside the sandbox.
+
+        Symlinks are resolved first, so a link pointing outside is refused too.
+        """
+        if not isinstance(path, str) or not path or "\x00" in path:
+            raise ToolFailed("Path must be a non-empty string without NUL bytes.")
+        root = self.sandbox.resolve()
+        candidate = (root / Path(path).expanduser()).resolve()
+        if candidate != root and root not in candidate.parents:
+            raise ToolFailed(f"Path '{path}' is outside the sandbox directory {root}.")
+        return candidate
+
+
+ToolFunction = Callable[[ToolContext, dict[str, Any]], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON schema of an object
+    run: ToolFunction
+    permission: Permission = Permission.READ
+
+    def schema(self) -> dict[str, Any]:
+        """The chat-completions ``tools`` entry for this tool."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
