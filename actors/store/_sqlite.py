@@ -279,7 +279,7 @@ class SessionStore:
         parent_id: str | None = None,
     ) -> str:
         """Create a session (a fresh random id unless one is given) and return its id."""
-        session_id = check_session_id(session_id) if session_id else new_session_id()
+        session_id = new_session_id() if session_id is None else check_session_id(session_id)
         if status not in STATUSES:
             raise UsageError(f"Unknown status {status!r}; use one of {', '.join(STATUSES)}.")
         with self.lease(session_id), self._write() as conn:

@@ -1,0 +1,51 @@
+"""Settings of one harness run (from the command line; limits come from the current flags)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+DEFAULT_MEMORY_DIR = "~/.agent-harness/memory"
+DEFAULT_BASE_URL = "http://localhost:11434/v1"
+DEFAULT_MODEL = "gemma4"
+PLACEHOLDER_API_KEY = "not-needed"
+
+
+class Mode(Enum):
+    """Permission mode: which tool calls need the user's approval."""
+
+    DEFAULT = "default"  # ask before edits and shell commands
+    ACCEPT_EDITS = "acceptEdits"  # edits inside the sandbox are approved; shell still asks
+    SKIP_PERMISSIONS = "dangerouslySkipPermissions"  # nothing asks
+
+
+def default_memory_dir() -> Path:
+    return Path(os.environ.get("AGENT_HARNESS_MEMORY_DIR") or DEFAULT_MEMORY_DIR).expanduser()
+
+
+def default_base_url() -> str:
+    return os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+
+
+@dataclass
+class Settings:
+    memory_dir: Path = field(default_factory=default_memory_dir)
+    sandbox_dir: Path = field(default_factory=Path.cwd)
+    base_url: str = field(default_factory=default_base_url)
+    model: str = DEFAULT_MODEL
+    api_key: str = field(
+        default_factory=lambda: os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
+    )
+    mode: Mode = Mode.DEFAULT
+    llm_timeout: float = 120.0
+    tool_timeout: float = 120.0
+    max_turns: int = 40
+    max_tool_calls: int = 200
+    max_cost_usd: float = 5.0
+    price_in: float = 0.0  # USD per 1k prompt tokens
+    price_out: float = 0.0  # USD per 1k completion tokens
+    max_context_tokens: int = 24_000
+    compact_threshold: float = 0.8
+    max_output_bytes: int = 32 * 1024

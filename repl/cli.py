@@ -1,0 +1,229 @@
+"""The ``harness`` command: argument parsing and dispatch.
+
+Without a session command it starts the interactive REPL (or, with ``-p``, runs one turn in
+print mode). Errors the user caused print one line on stderr and exit 2; nothing the user can
+type produces a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from actors.config import (
+    DEFAULT_MODEL,
+    Mode,
+    Settings,
+    default_base_url,
+    default_memory_dir,
+)
+from actors.errors import HarnessError, UsageError
+from actors.store import SessionStore
+from repl import session_commands
+
+DESCRIPTION = """\
+A terminal coding agent with durable sessions. It talks to any OpenAI-compatible endpoint
+(ollama by default), runs tools in the project directory, and saves every step.
+
+Start it with no arguments for the interactive prompt, or give -p PROMPT for one answer.
+The session commands below work without a model."""
+
+EPILOG = """\
+examples:
+  harness                                 start a new session in this directory
+  harness --continue                      resume the latest session of this project
+  harness -p "explain main.py"            one turn, answer on stdout
+  harness --list-sessions                 id | title | status | updated_at | summary
+  harness --search "cache bug"            sessions containing every word
+  harness --export ID --format markdown   readable transcript
+
+exit status: 0 ok, 1 failed turn or storage error, 2 bad usage or an unknown, locked
+or archived session."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="harness",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run = parser.add_argument_group("running the agent")
+    run.add_argument("-p", "--prompt", metavar="PROMPT",
+                     help="run one user turn, print only the final answer, and exit "
+                     "(use '-' to read the prompt from stdin)")
+    run.add_argument("--resume", metavar="ID", help="resume a saved session by id")
+    run.add_argument("--continue", dest="continue_", action="store_true",
+                     help="resume the most recent session of this project")
+    run.add_argument("--sandbox-dir", type=Path, default=None, metavar="DIR",
+                     help="project directory the tools are confined to (default: cwd)")
+    run.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.DEFAULT.value,
+                     help="default: ask before edits and shell commands; acceptEdits: approve "
+                     "edits inside the sandbox; dangerouslySkipPermissions: never ask")
+    model = parser.add_argument_group("model endpoint")
+    model.add_argument("--base-url", default=default_base_url(),
+                       help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or "
+                       "http://localhost:11434/v1); the key comes from $OPENAI_API_KEY")
+    model.add_argument("--model", default=DEFAULT_MODEL, help="model name (default: gemma4)")
+    model.add_argument("--llm-timeout", type=_positive_float, default=120.0, metavar="S",
+                       help="seconds for one model request, retries included (default: 120)")
+    limits = parser.add_argument_group("limits")
+    limits.add_argument("--tool-timeout", type=_positive_float, default=120.0, metavar="S",
+                        help="seconds for one tool call (default: 120)")
+    limits.add_argument("--max-turns", type=_positive_int, default=40, metavar="N",
+                        help="model requests per user message (default: 40)")
+    limits.add_argument("--max-tool-calls", type=_positive_int, default=200, metavar="N",
+                        help="tool calls per session (default: 200)")
+    limits.add_argument("--max-cost-usd", type=_positive_float, default=5.0, metavar="USD",
+                        help="spend per session (default: 5.0)")
+    limits.add_argument("--price-in", type=float, default=0.0, metavar="USD",
+                        help="price per 1k prompt tokens (default: 0)")
+    limits.add_argument("--price-out", type=float, default=0.0, metavar="USD",
+                        help="price per 1k completion tokens (default: 0)")
+    limits.add_argument("--max-context-tokens", type=_positive_int, default=24_000,
+                        metavar="N", help="context budget in tokens (default: 24000)")
+    limits.add_argument("--compact-threshold", type=_fraction, default=0.8, metavar="F",
+                        help="compact in the background past this fraction of the budget "
+                        "(default: 0.8)")
+    storage = parser.add_argument_group("storage")
+    storage.add_argument("--memory-dir", type=Path, default=None, metavar="DIR",
+                         help="memory notes and saved sessions (default: "
+                         "$AGENT_HARNESS_MEMORY_DIR or ~/.agent-harness/memory)")
+    sessions = parser.add_argument_group("session commands (no model needed)")
+    commands = sessions.add_mutually_exclusive_group()
+    commands.add_argument("--list-sessions", action="store_true",
+                          help="list saved sessions, most recent first")
+    commands.add_argument("--search", metavar="QUERY",
+                          help="sessions containing every word of QUERY")
+    commands.add_argument("--info", metavar="ID", help="show a session's details and usage")
+    commands.add_argument("--rename", nargs=2, metavar=("ID", "TITLE"), help="set a title")
+    commands.add_argument("--fork", metavar="ID", help="copy a session; prints the new id")
+    commands.add_argument("--archive", metavar="ID", help="hide a session from listings")
+    commands.add_argument("--unarchive", metavar="ID", help="bring an archived session back")
+    commands.add_argument("--delete", metavar="ID", help="delete a session (needs --yes)")
+    commands.add_argument("--export", metavar="ID", help="print a session as JSON or markdown")
+    commands.add_argument("--import", dest="import_paths", nargs="+", metavar="PATH",
+                          help="import exported or older JSON records (files or directories)")
+    sessions.add_argument("--include-archived", action="store_true",
+                          help="with --list-sessions/--search: include archived sessions")
+    sessions.add_argument("--json", action="store_true",
+                          help="with --list-sessions/--search/--info: print JSON")
+    sessions.add_argument("--yes", action="store_true", help="confirm --delete")
+    sessions.add_argument("--format", choices=["json", "markdown"], default="json",
+                          help="with --export (default: json)")
+    return parser
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    return Settings(
+        memory_dir=(args.memory_dir or default_memory_dir()).expanduser(),
+        sandbox_dir=(args.sandbox_dir or Path.cwd()).expanduser().resolve(),
+        base_url=args.base_url,
+        model=args.model,
+        mode=Mode(args.mode),
+        llm_timeout=args.llm_timeout,
+        tool_timeout=args.tool_timeout,
+        max_turns=args.max_turns,
+        max_tool_calls=args.max_tool_calls,
+        max_cost_usd=args.max_cost_usd,
+        price_in=args.price_in,
+        price_out=args.price_out,
+        max_context_tokens=args.max_context_tokens,
+        compact_threshold=args.compact_threshold,
+    )
+
+
+def open_store(settings: Settings) -> SessionStore:
+    store = SessionStore(settings.memory_dir)
+    for warning in store.import_warnings:
+        print(f"harness: {warning}", file=sys.stderr)
+    return store
+
+
+def run_session_command(args: argparse.Namespace, store: SessionStore) -> int | None:
+    """Run the session command in ``args``; None when there is none."""
+    if args.list_sessions:
+        return session_commands.list_sessions(
+            store, include_archived=args.include_archived, as_json=args.json
+        )
+    if args.search is not None:
+        return session_commands.search_sessions(
+            store, args.search, include_archived=args.include_archived, as_json=args.json
+        )
+    if args.info:
+        return session_commands.show_info(store, args.info, as_json=args.json)
+    if args.rename:
+        return session_commands.rename(store, *args.rename)
+    if args.fork:
+        return session_commands.fork(store, args.fork)
+    if args.archive:
+        return session_commands.set_archived(store, args.archive, True)
+    if args.unarchive:
+        return session_commands.set_archived(store, args.unarchive, False)
+    if args.delete:
+        return session_commands.delete(store, args.delete, yes=args.yes)
+    if args.export:
+        return session_commands.export(store, args.export, fmt=args.format)
+    if args.import_paths:
+        return session_commands.import_(store, args.import_paths)
+    return None
+
+
+def _check_combinations(args: argparse.Namespace) -> None:
+    if args.resume and args.continue_:
+        raise UsageError("Use either --resume ID or --continue, not both.")
+    if args.yes and not args.delete:
+        raise UsageError("--yes only confirms --delete.")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        _check_combinations(args)
+        settings = settings_from(args)
+        store = open_store(settings)
+        try:
+            status = run_session_command(args, store)
+            if status is not None:
+                return status
+            from repl.run import run_agent
+
+            return run_agent(args, settings, store)
+        finally:
+            store.close()
+    except HarnessError as exc:
+        print(f"harness: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # e.g. `harness --export ID | head`
+        return 0

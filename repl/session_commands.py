@@ -1,0 +1,177 @@
+"""The session commands of the command line (no model needed): list, search, info, rename,
+fork, archive, unarchive, delete, export and import.
+
+Each function prints to stdout and returns the exit status; user mistakes raise
+:class:`actors.errors.UsageError`, which the CLI turns into one line on stderr and status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from actors.errors import UsageError
+from actors.store import SessionInfo, SessionStore, to_markdown
+
+PREVIEW_CHARS = 120
+
+
+def one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def session_line(item: dict[str, Any], preview: str | None = None) -> str:
+    """``id | title | status | updated_at | summary`` as the design notes print it."""
+    shown = item.get("summary", "") if preview is None else preview
+    status = item["status"] + (" (archived)" if item.get("archived") else "")
+    return " | ".join(
+        [item["id"], item.get("title", ""), status, item["updated_at"], one_line(shown)]
+    )
+
+
+def list_sessions(
+    store: SessionStore, *, include_archived: bool, as_json: bool, out: TextIO = sys.stdout
+) -> int:
+    sessions = store.list_sessions(include_archived=include_archived)
+    if as_json:
+        json.dump(sessions, out, ensure_ascii=False, indent=2)
+        out.write("\n")
+    elif not sessions:
+        print("No saved sessions.", file=out)
+    else:
+        for item in sessions:
+            print(session_line(item), file=out)
+    return 0
+
+
+def search_sessions(
+    store: SessionStore,
+    query: str,
+    *,
+    include_archived: bool,
+    as_json: bool,
+    out: TextIO = sys.stdout,
+) -> int:
+    if not query.strip():
+        raise UsageError("--search needs some words to look for.")
+    results = store.search_sessions(query, include_archived=include_archived)
+    if as_json:
+        json.dump(results, out, ensure_ascii=False, indent=2)
+        out.write("\n")
+    elif not results:
+        print(f"No session matches {query!r}.", file=out)
+    else:
+        for item in results:
+            print(session_line(item, item.get("snippet", "")), file=out)
+    return 0
+
+
+def describe(info: SessionInfo) -> list[str]:
+    """The lines of ``--info`` and ``\\info``: identity, counts, compactions and usage."""
+    state = info.state
+    lines = [
+        f"Session:      {info.id}",
+        f"Title:        {info.title or '(none)'}",
+        f"Status:       {info.status}" + ("  (archived)" if info.archived else ""),
+        f"Created:      {info.created_at}",
+        f"Updated:      {info.updated_at}",
+        f"Project:      {info.project_root or '(unknown)'}",
+    ]
+    if info.parent_id:
+        lines.append(f"Forked from:  {info.parent_id}")
+    lines.append(
+        f"Messages:     {info.context_messages} in context, "
+        f"{info.transcript_messages} in transcript"
+    )
+    compactions = f"Compactions:  {len(info.compactions)}"
+    if info.compactions:
+        last = info.compactions[-1]
+        compactions += (
+            f" (last: {last['before_tokens']} -> {last['after_tokens']} tokens, {last['at']})"
+        )
+    lines.append(compactions)
+    lines.append(
+        f"Usage:        {state.get('calls', 0)} model calls, "
+        f"{state.get('total_tokens_in', 0)} tokens in, {state.get('total_tokens_out', 0)} out, "
+        f"${float(state.get('total_cost_usd', 0.0)):.4f}; "
+        f"{state.get('tool_calls', 0)} tool calls"
+    )
+    if info.summary:
+        lines.append(f"Summary:      {one_line(info.summary, 300)}")
+    return lines
+
+
+def show_info(
+    store: SessionStore, session_id: str, *, as_json: bool, out: TextIO = sys.stdout
+) -> int:
+    info = store.info(session_id)
+    if as_json:
+        json.dump(info.__dict__, out, ensure_ascii=False, indent=2)
+        out.write("\n")
+    else:
+        print("\n".join(describe(info)), file=out)
+    return 0
+
+
+def rename(store: SessionStore, session_id: str, title: str, out: TextIO = sys.stdout) -> int:
+    store.rename(session_id, title)
+    print(f"Renamed {session_id}: {title.strip()}", file=out)
+    return 0
+
+
+def fork(store: SessionStore, session_id: str, out: TextIO = sys.stdout) -> int:
+    print(store.fork(session_id), file=out)
+    return 0
+
+
+def set_archived(
+    store: SessionStore, session_id: str, archived: bool, out: TextIO = sys.stdout
+) -> int:
+    if archived:
+        store.archive(session_id)
+    else:
+        store.unarchive(session_id)
+    print(f"{'Archived' if archived else 'Unarchived'} {session_id}.", file=out)
+    return 0
+
+
+def delete(store: SessionStore, session_id: str, *, yes: bool, out: TextIO = sys.stdout) -> int:
+    if not yes:
+        raise UsageError(
+            f"Deleting session '{session_id}' cannot be undone; add --yes to confirm."
+        )
+    store.delete(session_id)
+    print(f"Deleted session {session_id}.", file=out)
+    return 0
+
+
+def export(
+    store: SessionStore, session_id: str, *, fmt: str, out: TextIO = sys.stdout
+) -> int:
+    record = store.export(session_id)
+    if fmt == "markdown":
+        out.write(to_markdown(record))
+    else:
+        json.dump(record, out, ensure_ascii=False, indent=2)
+        out.write("\n")
+    return 0
+
+
+def import_(
+    store: SessionStore, paths: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr
+) -> int:
+    """Import files and directories; report each, status 2 if any could not be imported."""
+    failed = 0
+    for result in store.import_(*paths):
+        if result.error:
+            failed += 1
+            print(f"Skipped {result.error}", file=err)
+        elif result.skipped:
+            print(f"Already present: {result.session_id} ({result.source})", file=out)
+        else:
+            print(f"Imported {result.session_id} ({result.source})", file=out)
+    return 2 if failed else 0

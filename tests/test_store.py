@@ -1,0 +1,396 @@
+"""The SQLite session store: records, delta checkpoints, the extend rule, search, recovery,
+fork/archive/delete. Real database files in temporary directories."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.errors import ContextConflict, InvalidSessionId, SessionNotFound, UsageError
+from actors.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE, pairing_problems
+from actors.store import SessionStore
+
+SYSTEM = {"role": "system", "content": "You are a coding agent."}
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str | None, *calls: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = [
+            {"id": c, "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+            for c in calls
+        ]
+    return message
+
+
+def result(call_id: str, text: str = "ok") -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+@pytest.fixture
+def store(memory_dir: Path) -> SessionStore:
+    with SessionStore(memory_dir) as s:
+        yield s
+
+
+def test_database_is_private_wal_and_fully_synchronous(store: SessionStore) -> None:
+    assert stat.S_IMODE(store.memory_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(store.sessions_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(store.db_path.stat().st_mode) == 0o600
+    assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    sid = store.create_session()
+    with store.lease(sid):
+        assert stat.S_IMODE(store.lock_path(sid).stat().st_mode) == 0o600
+
+
+def test_new_ids_are_ten_random_alphanumerics(store: SessionStore) -> None:
+    ids = {store.create_session() for _ in range(20)}
+    assert len(ids) == 20
+    assert all(len(i) == 10 and i.isalnum() and i.isascii() for i in ids)
+
+
+@pytest.mark.parametrize(
+    "bad", ["../etc", "a/b", "", "x\x00y", "id with space", "é", "a" * 10_000, ".", "a\n"]
+)
+def test_hostile_ids_are_refused_before_any_path_or_query(
+    store: SessionStore, bad: str
+) -> None:
+    for call in (
+        lambda: store.load_session(bad),
+        lambda: store.checkpoint(bad, []),
+        lambda: store.create_session(bad),
+        lambda: store.delete(bad),
+        lambda: store.lease(bad).__enter__(),
+    ):
+        with pytest.raises(InvalidSessionId):
+            call()
+    assert list(store.sessions_dir.iterdir()) == []
+
+
+def test_record_has_every_field_of_the_notes(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM], project_root="/proj")
+    record = store.load_session(sid)
+    assert set(record) == {
+        "id", "created_at", "updated_at", "title", "summary", "archived", "status",
+        "project_root", "parent_id", "state", "messages", "transcript", "compactions",
+    }
+    assert record["messages"] == [SYSTEM] == record["transcript"]
+    assert record["project_root"] == "/proj"
+    assert record["archived"] is False and record["parent_id"] is None
+
+
+def test_checkpoint_writes_messages_and_state_together(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM])
+    messages = [SYSTEM, user("hello")]
+    store.checkpoint(sid, messages, state={"scratchpad": "notes", "calls": 1})
+    record = store.load_session(sid)
+    assert record["messages"] == messages
+    assert record["state"] == {"scratchpad": "notes", "calls": 1}
+
+
+def test_failed_checkpoint_writes_nothing(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM])
+    with pytest.raises(TypeError):
+        store.checkpoint(sid, [SYSTEM, user("lost")], state={"bad": object()})
+    record = store.load_session(sid)
+    assert record["messages"] == [SYSTEM] and record["state"] == {}
+    # and the store is still usable, with the cache not ahead of the disk
+    store.checkpoint(sid, [SYSTEM, user("kept")])
+    assert SessionStore(store.memory_dir).load_session(sid)["messages"][-1] == user("kept")
+
+
+def _statements_per_checkpoint(store: SessionStore, sid: str, messages: list[Any]) -> int:
+    seen: list[str] = []
+    store._conn.set_trace_callback(seen.append)
+    try:
+        messages += [user("one more"), assistant("and an answer")]
+        store.checkpoint(sid, messages, state={"n": len(messages)})
+    finally:
+        store._conn.set_trace_callback(None)
+    return len(seen)
+
+
+def test_checkpoint_cost_does_not_grow_with_session_length(store: SessionStore) -> None:
+    short, long_ = store.create_session(), store.create_session()
+    short_msgs = [SYSTEM, user("a")]
+    long_msgs = [SYSTEM] + [user(f"message {i}") for i in range(2000)]
+    store.checkpoint(short, short_msgs)
+    store.checkpoint(long_, long_msgs)
+    assert _statements_per_checkpoint(store, short, short_msgs) == _statements_per_checkpoint(
+        store, long_, long_msgs
+    )
+
+
+def test_earlier_rows_are_never_rewritten(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM])
+    messages = [SYSTEM, user("first")]
+    store.checkpoint(sid, messages)
+    before = store._conn.execute("SELECT mid, body FROM transcript ORDER BY mid").fetchall()
+    messages.append(assistant("second"))
+    store.checkpoint(sid, messages)
+    after = store._conn.execute("SELECT mid, body FROM transcript ORDER BY mid").fetchall()
+    assert after[: len(before)] == before and len(after) == len(before) + 1
+
+
+def test_checkpoint_must_extend_the_saved_context(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM, user("a"), assistant("b")])
+    with pytest.raises(ContextConflict, match="only compaction"):
+        store.save_messages(sid, [SYSTEM, user("a")])
+    with pytest.raises(ContextConflict, match="message 1"):
+        store.save_messages(sid, [SYSTEM, user("changed"), assistant("b"), user("c")])
+    assert store.load_session(sid)["messages"] == [SYSTEM, user("a"), assistant("b")]
+
+
+def test_extend_rule_compares_values_not_identity(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM, user("a")])
+    fresh = SessionStore(store.memory_dir)  # no cache: compares against the disk
+    fresh.save_messages(sid, [dict(SYSTEM), user("a"), assistant("b")])
+    # the first store notices the other instance's append and reloads
+    store.save_messages(sid, [SYSTEM, user("a"), assistant("b"), user("c")])
+    assert len(fresh.load_session(sid)["messages"]) == 4
+
+
+def test_sdk_message_objects_are_dumped(store: SessionStore) -> None:
+    class Dumpable:
+        def model_dump(self, exclude_none: bool) -> dict[str, Any]:
+            assert exclude_none
+            return {"role": "assistant", "content": "from the SDK"}
+
+    sid = store.create_session(messages=[SYSTEM])
+    store.save_messages(sid, [SYSTEM, Dumpable()])
+    assert store.load_session(sid)["messages"][-1]["content"] == "from the SDK"
+    with pytest.raises(TypeError, match="Cannot persist"):
+        store.save_messages(sid, [SYSTEM, Dumpable(), 42])
+
+
+def test_unknown_session(store: SessionStore) -> None:
+    with pytest.raises(SessionNotFound, match="No saved session with id 'missing'"):
+        store.load_session("missing")
+    with pytest.raises(SessionNotFound):
+        store.checkpoint("missing", [SYSTEM])
+
+
+def test_list_is_most_recent_first_and_hides_archived(store: SessionStore) -> None:
+    a, b, c = (store.create_session() for _ in range(3))
+    store.rename(a, "touched last")
+    store.archive(b)
+    listed = [s["id"] for s in store.list_sessions()]
+    assert listed == [a, c]
+    everything = store.list_sessions(include_archived=True)
+    assert [s["id"] for s in everything] == [b, a, c]  # archiving counts as an update
+    assert [s["archived"] for s in everything] == [True, False, False]
+    store.unarchive(b)
+    assert b in [s["id"] for s in store.list_sessions()]
+
+
+def test_search_needs_every_term_case_insensitive_substrings(store: SessionStore) -> None:
+    cache = store.create_session(messages=[SYSTEM, user("The Cache key omits the locale")])
+    other = store.create_session(messages=[SYSTEM, user("cache warmed at startup")])
+    store.write_summary(other, "Nothing about languages.")
+    assert [r["id"] for r in store.search_sessions("cache LOCALE")] == [cache]
+    assert {r["id"] for r in store.search_sessions("cache")} == {cache, other}
+    assert [r["id"] for r in store.search_sessions("ocal")] == [cache]  # substring
+    assert [r["id"] for r in store.search_sessions("languages")] == [other]  # summary
+    assert store.search_sessions("cache nonexistentword") == []
+    assert store.search_sessions("   ") == []
+    hit = store.search_sessions("locale")[0]
+    assert "locale" in hit["snippet"].lower()
+
+
+def test_search_short_terms_tool_arguments_and_titles(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM, assistant(None, "call_1")])
+    store.rename(sid, "Parser rewrite")
+    assert [r["id"] for r in store.search_sessions("read_file")] == [sid]  # tool name
+    assert [r["id"] for r in store.search_sessions("pa rewrite")] == [sid]  # 2-letter term
+    assert [r["id"] for r in store.search_sessions("parser")] == [sid]
+
+
+def test_search_excludes_archived_unless_asked(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM, user("archived needle")])
+    store.archive(sid)
+    assert store.search_sessions("needle") == []
+    assert [r["id"] for r in store.search_sessions("needle", include_archived=True)] == [sid]
+
+
+def test_search_ranks_better_matches_first(store: SessionStore) -> None:
+    weak = store.create_session(
+        messages=[SYSTEM, user("a long message " + "filler words " * 200 + "kernel")]
+    )
+    strong = store.create_session(messages=[SYSTEM, user("kernel")])
+    store.rename(strong, "kernel work")
+    assert [r["id"] for r in store.search_sessions("kernel")] == [strong, weak]
+
+
+def test_search_is_maintained_incrementally(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM])
+    assert store.search_sessions("zeppelin") == []
+    store.save_messages(sid, [SYSTEM, user("a zeppelin appears")])
+    assert [r["id"] for r in store.search_sessions("zeppelin")] == [sid]
+    store.delete(sid)
+    assert store.search_sessions("zeppelin") == []
+
+
+def test_recover_answers_open_calls_by_phase_and_is_idempotent(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM, user("go")])
+    messages = [SYSTEM, user("go"), assistant(None, "started", "planned")]
+    store.checkpoint(sid, messages, planned_calls=True)
+    store.mark_started(sid, ["started"])
+    recovered = store.recover(sid)
+    assert recovered[-2:] == [result("started", INTERRUPTED_NOTICE),
+                              result("planned", NOT_STARTED_NOTICE)]
+    assert store.recover(sid) == recovered
+    record = store.load_session(sid)
+    assert record["messages"] == recovered
+    assert record["transcript"][-2:] == recovered[-2:]
+    assert len(record["transcript"]) == 5
+    assert pairing_problems(record["messages"]) == []
+
+
+def test_untracked_open_calls_are_outcome_unknown(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM, user("go"), assistant(None, "c1")])
+    assert store.recover(sid)[-1] == result("c1", INTERRUPTED_NOTICE)
+
+
+def test_recover_drops_results_whose_call_is_missing(store: SessionStore) -> None:
+    messages = [SYSTEM, user("go"), result("ghost"), assistant(None, "c1"), result("c1"),
+                result("c1", "duplicate"), user("next")]
+    sid = store.create_session(messages=messages)
+    recovered = store.recover(sid)
+    assert recovered == [SYSTEM, user("go"), assistant(None, "c1"), result("c1"), user("next")]
+    record = store.load_session(sid)
+    assert record["messages"] == recovered
+    assert record["transcript"] == messages  # the transcript keeps what was persisted
+    assert store.recover(sid) == recovered
+
+
+def test_load_shows_a_sendable_context_without_writing(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM, user("go"), assistant(None, "c1")])
+    assert store.load_session(sid)["messages"][-1] == result("c1", INTERRUPTED_NOTICE)
+    assert store.info(sid).context_messages == 3  # nothing written by the load
+
+
+def test_results_clear_the_write_ahead_record(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM])
+    messages = [SYSTEM, user("go"), assistant(None, "c1")]
+    store.checkpoint(sid, messages, planned_calls=True)
+    store.mark_started(sid, ["c1"])
+    store.checkpoint(sid, [*messages, result("c1")])
+    assert store._conn.execute("SELECT count(*) FROM tool_calls").fetchone()[0] == 0
+
+
+def test_replace_context_keeps_transcript_and_records_compaction(store: SessionStore) -> None:
+    old = [SYSTEM, user("old turn"), assistant("old answer"), user("new turn")]
+    sid = store.create_session(messages=old)
+    summary = {"role": "user", "content": "<session_context_data>old stuff</session_context_data>"}
+    store.replace_context(
+        sid, [SYSTEM, summary, user("new turn")],
+        compaction={"before_tokens": 100, "after_tokens": 40, "summary": "old stuff"},
+        expect_prefix=old,
+    )
+    record = store.load_session(sid)
+    assert record["messages"] == [SYSTEM, summary, user("new turn")]
+    assert record["transcript"] == old
+    assert record["compactions"][0]["before_tokens"] == 100
+    assert [r["id"] for r in store.search_sessions("old answer")] == [sid]  # still found
+    # a later checkpoint extends the compacted context
+    store.save_messages(sid, [SYSTEM, summary, user("new turn"), assistant("done")])
+    assert SessionStore(store.memory_dir).load_session(sid)["messages"][-1] == assistant("done")
+    with pytest.raises(ContextConflict):
+        store.replace_context(sid, [SYSTEM], expect_prefix=old)
+
+
+def test_summaries(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM])
+    store.ensure_summary(sid)
+    assert store.info(sid).summary == "Session ended without messages."
+    other = store.create_session(
+        messages=[SYSTEM] + [user(f"question {i}") for i in range(8)] + [result("x")]
+    )
+    store.ensure_summary(other)
+    summary = store.info(other).summary
+    assert summary.splitlines() == [f"user: question {i}" for i in range(2, 8)]
+    assert store.write_summary(other, "  Model-written.  ") == "Saved session summary."
+    store.ensure_summary(other)
+    assert store.info(other).summary == "Model-written."
+
+
+def test_fork_is_a_deep_independent_copy(store: SessionStore) -> None:
+    messages = [SYSTEM, user("shared"), assistant(None, "c1")]
+    sid = store.create_session(messages=messages)
+    store.update(sid, state={"todos": [{"id": 1, "text": "t"}]}, summary="sum")
+    store.rename(sid, "Original")
+    fork = store.fork(sid)
+    copy = store.load_session(fork)
+    source = store.load_session(sid)
+    assert copy["parent_id"] == sid and copy["id"] == fork
+    assert copy["title"] == "Original" and copy["summary"] == "sum"
+    assert copy["state"] == source["state"]
+    assert copy["messages"] == source["messages"]  # open call answered in the copy
+    assert pairing_problems(copy["messages"]) == []
+    store.save_messages(fork, [*copy["messages"], user("only in the fork")])
+    assert store.load_session(sid)["messages"] == source["messages"]
+    assert [r["id"] for r in store.search_sessions("only in the fork")] == [fork]
+    assert {r["id"] for r in store.search_sessions("shared")} == {sid, fork}
+
+
+def test_delete_removes_record_but_keeps_lock_file(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM, user("bye")])
+    store.delete(sid)
+    assert store.lock_path(sid).exists()
+    with pytest.raises(SessionNotFound):
+        store.load_session(sid)
+    with pytest.raises(SessionNotFound):
+        store.delete(sid)
+    remaining = store._conn.execute(
+        "SELECT (SELECT count(*) FROM transcript) + (SELECT count(*) FROM context)"
+        " + (SELECT count(*) FROM message_text)"
+    ).fetchone()[0]
+    assert remaining == 0
+
+
+def test_update_rejects_unknown_fields_and_statuses(store: SessionStore) -> None:
+    sid = store.create_session()
+    with pytest.raises(TypeError, match="colour"):
+        store.update(sid, colour="red")
+    with pytest.raises(UsageError):
+        store.update(sid, status="exploded")
+    store.update(sid, status="active")
+    assert store.info(sid).status == "active"
+
+
+def test_damaged_row_is_reported_by_session(store: SessionStore) -> None:
+    sid = store.create_session(messages=[SYSTEM, user("fine")])
+    healthy = store.create_session(messages=[SYSTEM])
+    with sqlite3.connect(store.db_path) as raw:
+        raw.execute("UPDATE transcript SET body = '{broken' WHERE seq = 1")
+    fresh = SessionStore(store.memory_dir)
+    with pytest.raises(Exception, match=f"Session '{sid}' is damaged"):
+        fresh.load_session(sid)
+    assert fresh.load_session(healthy)["messages"] == [SYSTEM]
+
+
+def test_export_has_format_version_and_round_trips(store: SessionStore, tmp_path: Path) -> None:
+    sid = store.create_session(messages=[SYSTEM, user("portable")], project_root="/p")
+    record = store.export(sid)
+    assert record["format_version"] == 1
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(record))
+    other = SessionStore(tmp_path / "elsewhere")
+    [imported] = other.import_(path)
+    assert imported.session_id == sid and not imported.error
+    again = other.export(sid)
+    assert {k: v for k, v in again.items() if k != "updated_at"} == {
+        k: v for k, v in record.items() if k != "updated_at"
+    }
+    [second] = other.import_(path)
+    assert second.skipped
