@@ -1,0 +1,101 @@
+"""Token estimates and usage accounting.
+
+The estimate counts content, tool-call names and arguments at about four characters per token,
+plus a small overhead per message. Where the endpoint reported ``prompt_tokens`` for the last
+request, :class:`ContextEstimator` starts from that figure and estimates only what was added
+since.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from actors.messages import Message, tool_calls_of
+
+CHARS_PER_TOKEN = 4
+MESSAGE_OVERHEAD = 4
+
+
+def estimate_message(message: Message) -> int:
+    chars = 0
+    content = message.get("content")
+    if isinstance(content, str):
+        chars += len(content)
+    elif content is not None:
+        chars += len(json.dumps(content, ensure_ascii=False))
+    for call in tool_calls_of(message):
+        fn = call.get("function") or {}
+        chars += len(str(fn.get("name", ""))) + len(str(fn.get("arguments", "")))
+    return MESSAGE_OVERHEAD + (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+def estimate_messages(messages: Sequence[Message]) -> int:
+    return sum(estimate_message(m) for m in messages)
+
+
+@dataclass
+class ContextEstimator:
+    """The context size in tokens: the last reported prompt size plus an estimate of the rest."""
+
+    reported_tokens: int | None = None
+    reported_at_length: int = 0  # how many messages the reported request held
+
+    def record(self, prompt_tokens: int | None, message_count: int) -> None:
+        if prompt_tokens:
+            self.reported_tokens = prompt_tokens
+            self.reported_at_length = message_count
+
+    def reset(self) -> None:
+        """Forget the reported figure (after the context was replaced)."""
+        self.reported_tokens = None
+        self.reported_at_length = 0
+
+    def estimate(self, messages: Sequence[Message]) -> int:
+        if self.reported_tokens is None or self.reported_at_length > len(messages):
+            return estimate_messages(messages)
+        return self.reported_tokens + estimate_messages(messages[self.reported_at_length:])
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    estimated: bool = False
+
+
+@dataclass
+class UsageTotals:
+    """Cumulative usage of a session, saved in its state and restored on resume."""
+
+    total_tokens_in: int = 0
+    total_tokens_out: int = 0
+    total_cost_usd: float = 0.0
+    calls: int = 0
+
+    def add(self, usage: Usage, price_in: float, price_out: float) -> None:
+        self.total_tokens_in += usage.prompt_tokens
+        self.total_tokens_out += usage.completion_tokens
+        self.total_cost_usd += (
+            usage.prompt_tokens / 1000 * price_in + usage.completion_tokens / 1000 * price_out
+        )
+        self.calls += 1
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "total_tokens_in": self.total_tokens_in,
+            "total_tokens_out": self.total_tokens_out,
+            "total_cost_usd": round(self.total_cost_usd, 8),
+            "calls": self.calls,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> UsageTotals:
+        return cls(
+            total_tokens_in=int(state.get("total_tokens_in", 0)),
+            total_tokens_out=int(state.get("total_tokens_out", 0)),
+            total_cost_usd=float(state.get("total_cost_usd", 0.0)),
+            calls=int(state.get("calls", 0)),
+        )

@@ -1,0 +1,117 @@
+"""The checkpoint writer: the only writer of the running session.
+
+Every write of the session (checkpoints, write-ahead records, context replacement, metadata)
+goes through this actor's inbox and runs, in arrival order, in a worker thread. Blocking store
+calls never run on the event loop, and two writes of one session never interleave.
+
+Cancellation: a write that has started always finishes (the worker thread is not abandoned),
+so a checkpoint is never half-applied by an abort; the caller may stop waiting, the write still
+lands. Errors (a :class:`StorageError` for a full disk, a :class:`ContextConflict`...) are
+returned to the caller, who raises them; the writer keeps serving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from actors.mailbox import answer, ask
+from actors.messages import Message
+from actors.store import SessionStore
+
+T = TypeVar("T")
+
+
+@dataclass
+class Write:
+    """One store operation for the writer, with the stream for its outcome."""
+
+    operation: Callable[[SessionStore], Any]
+    reply: MemoryObjectSendStream[tuple[bool, Any]]
+
+
+async def run_checkpoint_writer(
+    store: SessionStore,
+    inbox: MemoryObjectReceiveStream[Write],
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve writes until every sender of ``inbox`` is closed."""
+    async with inbox:
+        task_status.started()
+        try:
+            async for write in inbox:
+                try:
+                    result = await anyio.to_thread.run_sync(write.operation, store)
+                except Exception as exc:  # returned to the caller, who raises it
+                    await answer(write.reply, (False, exc))
+                else:
+                    await answer(write.reply, (True, result))
+        finally:  # cancelled: writes still queued are refused, so nobody waits for them
+            while True:
+                try:
+                    inbox.receive_nowait().reply.close()
+                except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                    break
+
+
+class CheckpointClient:
+    """How the supervisor and the other actors ask the writer for a write of one session."""
+
+    def __init__(self, inbox: MemoryObjectSendStream[Write], session_id: str) -> None:
+        self._inbox = inbox
+        self.session_id = session_id
+
+    def close(self) -> None:
+        """This client will write no more (the writer stops when every client closed)."""
+        self._inbox.close()
+
+    async def _do(self, operation: Callable[[SessionStore], T]) -> T:
+        ok, result = await ask(self._inbox, lambda reply: Write(operation, reply),
+                               "checkpoint writer")
+        if not ok:
+            raise result
+        return result  # type: ignore[no-any-return]
+
+    async def checkpoint(
+        self,
+        messages: Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
+        planned_calls: bool = False,
+        status: str | None = None,
+    ) -> int:
+        snapshot = list(messages)
+        return await self._do(
+            lambda s: s.checkpoint(self.session_id, snapshot, state=state,
+                                   planned_calls=planned_calls, status=status)
+        )
+
+    async def mark_started(self, call_ids: Sequence[str]) -> None:
+        ids = list(call_ids)
+        await self._do(lambda s: s.mark_started(self.session_id, ids))
+
+    async def replace_context(
+        self,
+        messages: Sequence[Message],
+        *,
+        compaction: dict[str, Any] | None = None,
+        expect_prefix: Sequence[Message] | None = None,
+    ) -> None:
+        snapshot = list(messages)
+        prefix = None if expect_prefix is None else list(expect_prefix)
+        await self._do(
+            lambda s: s.replace_context(self.session_id, snapshot, compaction=compaction,
+                                        expect_prefix=prefix)
+        )
+
+    async def update(self, **fields: Any) -> None:
+        await self._do(lambda s: s.update(self.session_id, **fields))
+
+    async def call(self, operation: Callable[[SessionStore, str], T]) -> T:
+        """Any other store operation on this session, e.g. ``ensure_summary`` or ``fork``."""
+        return await self._do(lambda s: operation(s, self.session_id))

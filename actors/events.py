@@ -1,0 +1,91 @@
+"""What the runtime tells the front end, through one memory channel, as things happen.
+
+The front end (REPL, print mode, tests) owns the receiving end. Every event is a small frozen
+dataclass, except :class:`ApprovalRequest`, which carries the reply stream for the answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from anyio.streams.memory import MemoryObjectSendStream
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the assistant's answer, as it streams in."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class StreamRestarted:
+    """The stream broke and the request is being retried: text shown so far is void."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class ToolCallStarted:
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ToolCallFinished:
+    call_id: str
+    name: str
+    preview: str  # the first line of the result, short
+    ok: bool
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A diagnostic line for the user (retrying, recovered, compacted, limit...)."""
+
+    text: str
+    level: Literal["info", "warning", "error"] = "info"
+
+
+@dataclass(frozen=True)
+class CompactionState:
+    """The background compactor started (``running``) or stopped."""
+
+    running: bool
+
+
+@dataclass(frozen=True)
+class ContextGauge:
+    """Estimated context size after a step, for the toolbar."""
+
+    tokens: int
+    budget: int
+    cost_usd: float
+
+
+@dataclass
+class ApprovalRequest:
+    """The tool executor asks the user before an edit or a shell command.
+
+    The front end answers ``True`` (approve) or ``False`` (deny) on ``reply``. If the front end
+    closes ``reply`` without answering, the call is denied. If the turn is aborted while the
+    question is open, the executor stops waiting and the call is reported as not executed.
+    """
+
+    tool: str
+    description: str
+    reply: MemoryObjectSendStream[bool]
+
+
+Event = (
+    TextDelta
+    | StreamRestarted
+    | ToolCallStarted
+    | ToolCallFinished
+    | Notice
+    | CompactionState
+    | ContextGauge
+    | ApprovalRequest
+)

@@ -1,0 +1,55 @@
+"""Request/reply over memory channels: how the supervisor talks to its actors.
+
+A request carries its own reply stream (buffer 1). The actor answers with
+``async with reply: await reply.send(result)``; :func:`ask` sends the request and waits for
+that answer, turning a reply stream closed without an answer (the actor crashed or shut
+down) into :class:`ActorGone`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import TypeVar
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+
+from actors.errors import HarnessError
+
+R = TypeVar("R")
+Q = TypeVar("Q")
+
+
+class ActorGone(HarnessError):
+    """An actor closed its reply stream without answering (it crashed or was stopped)."""
+
+
+async def ask(
+    inbox: MemoryObjectSendStream[Q],
+    make_request: Callable[[MemoryObjectSendStream[R]], Q],
+    actor: str,
+) -> R:
+    """Send ``make_request(reply)`` to ``inbox`` and wait for the one answer.
+
+    Cancellation: waiting is cancellable like any await; the actor still answers into a
+    closed stream, which it ignores.
+    """
+    reply_send, reply_receive = anyio.create_memory_object_stream[R](1)
+    async with reply_receive:
+        try:
+            await inbox.send(make_request(reply_send))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            reply_send.close()
+            raise ActorGone(f"The {actor} is not running.") from None
+        try:
+            return await reply_receive.receive()
+        except anyio.EndOfStream:
+            raise ActorGone(f"The {actor} stopped without answering.") from None
+
+
+async def answer(reply: MemoryObjectSendStream[R], result: R) -> None:
+    """Send the one answer and close ``reply``; a caller that stopped waiting is ignored."""
+    async with reply:
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await reply.send(result)

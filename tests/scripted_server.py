@@ -1,0 +1,656 @@
+"""A scripted OpenAI-compatible chat-completions server for tests (real HTTP on loopback).
+
+The server runs a stdlib ``ThreadingHTTPServer`` on 127.0.0.1 in a daemon thread, so it works
+the same under trio, asyncio, plain threads or a harness running in another process::
+
+    with ScriptedServer([Reply("hi"), Fail(429), Reply(tool_calls=[ToolCall("ls", "{}")])]) as s:
+        client = openai.AsyncOpenAI(base_url=s.base_url, api_key="test", max_retries=0)
+        ...
+        s.assert_done()
+
+Each chat request consumes one step, in order. Instead of a list, pass ``responder(body) -> step``
+for long generated conversations. Streaming responses use chunked transfer encoding, so a
+``Drop`` mid-stream is a detectable protocol error on the client (not a clean end of body).
+
+Run as a program: ``python -m tests.scripted_server --port 0 --script steps.json`` prints the
+base URL as its first stdout line and serves until killed (no ``--script``: echo every prompt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import re
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+JSON = dict[str, Any]
+Expectation = Callable[[JSON], object]
+
+__all__ = [
+    "Drop",
+    "Fail",
+    "Hang",
+    "Reply",
+    "ScriptedServer",
+    "Step",
+    "ToolCall",
+    "echo_responder",
+    "load_script",
+    "tool_pairing_errors",
+]
+
+
+# ---------------------------------------------------------------------------------------- steps
+
+
+@dataclass
+class ToolCall:
+    """A tool call in a scripted reply. ``arguments`` is sent verbatim (may be invalid JSON)."""
+
+    name: str
+    arguments: str | JSON = "{}"
+    id: str | None = None
+
+    @property
+    def arguments_text(self) -> str:
+        """The arguments as the string that goes on the wire."""
+        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
+
+
+@dataclass
+class _Step:
+    """Fields shared by all steps: an optional request check and who consumed the step."""
+
+    expect: Expectation | None = field(default=None, kw_only=True, repr=False)
+    """Called with the request body; an AssertionError it raises is recorded in server.errors."""
+    request_index: int | None = field(default=None, init=False, compare=False)
+    """Index into ``server.requests`` of the request that consumed this step (set by server)."""
+
+
+@dataclass
+class Reply(_Step):
+    """A successful completion: text and/or tool calls, streamed in several chunks.
+
+    ``usage`` is ``(prompt_tokens, completion_tokens)``; None computes a rough estimate.
+    ``chunk_delay`` is slept between streamed chunks. ``finish_reason`` overrides the
+    default ("tool_calls" when there are tool calls, else "stop"), e.g. "length".
+    """
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: tuple[int, int] | None = None
+    chunk_delay: float = 0.0
+    finish_reason: str | None = None
+
+
+@dataclass
+class Fail(_Step):
+    """An HTTP error with an OpenAI-style JSON error body (and optional Retry-After header)."""
+
+    status: int = 500
+    message: str = "scripted failure"
+    retry_after: float | None = None
+
+
+@dataclass
+class Drop(_Step):
+    """Close the connection abruptly after ``after_chunks`` SSE events (0: before any bytes).
+
+    For a non-streaming request any ``after_chunks > 0`` sends headers and half the body.
+    """
+
+    after_chunks: int = 0
+    reply: Reply = field(default_factory=lambda: Reply("this reply is cut off before it ends"))
+
+
+@dataclass
+class Hang(_Step):
+    """Stop responding until the server is closed.
+
+    With ``after_headers`` the status line, headers and ``after_chunks`` SSE events are sent
+    first; otherwise nothing is sent at all.
+    """
+
+    after_headers: bool = True
+    after_chunks: int = 0
+    reply: Reply = field(default_factory=lambda: Reply("this reply never finishes"))
+
+
+Step = Reply | Fail | Drop | Hang
+Responder = Callable[[JSON], Step]
+
+
+# ------------------------------------------------------------------------------ conversation check
+
+
+def tool_pairing_errors(messages: Sequence[JSON]) -> list[str]:
+    """Check tool-call/result pairing in a chat request's ``messages``; return problems found.
+
+    Every assistant tool call must get exactly one ``tool`` message before the next non-tool
+    message, and every ``tool`` message must answer a call that is still open.
+    """
+    errors: list[str] = []
+    pending: dict[str, int] = {}  # open call id -> index of the assistant message
+    answered: set[str] = set()
+    closed: set[str] = set()
+
+    def close_pending(where: str) -> None:
+        for call_id, at in pending.items():
+            errors.append(f"tool call {call_id!r} (message {at}) has no tool result {where}")
+            closed.add(call_id)
+        pending.clear()
+
+    for i, message in enumerate(messages):
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in pending:
+                del pending[call_id]
+                answered.add(call_id)
+            elif call_id in answered:
+                errors.append(f"duplicate tool result for {call_id!r} at message {i}")
+            elif call_id in closed:
+                errors.append(f"tool result for {call_id!r} at message {i} comes too late")
+            else:
+                errors.append(f"orphan tool result {call_id!r} at message {i}: no open call")
+            continue
+        close_pending(f"before message {i} ({role})")
+        if role == "assistant":
+            for call in message.get("tool_calls") or []:
+                call_id = call.get("id")
+                if not call_id:
+                    errors.append(f"tool call without id in message {i}")
+                elif call_id in pending or call_id in answered or call_id in closed:
+                    errors.append(f"tool call id {call_id!r} reused in message {i}")
+                else:
+                    pending[call_id] = i
+    close_pending("at end of conversation")
+    return errors
+
+
+# ------------------------------------------------------------------------------- wire formatting
+
+
+def _pieces(text: str, parts: int = 3) -> list[str]:
+    """Split text into streamable pieces: per word, or at least ``parts`` slices if short."""
+    words = re.findall(r"\s*\S+\s*|\s+", text)
+    if len(words) >= parts or len(text) < parts:
+        return words or ([text] if text else [])
+    size = -(-len(text) // parts)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _usage(step: Reply, body: JSON) -> JSON:
+    if step.usage is not None:
+        prompt, completion = step.usage
+    else:
+        prompt = len(json.dumps(body.get("messages", []))) // 4 + 1
+        out = step.text + "".join(c.name + c.arguments_text for c in step.tool_calls)
+        completion = len(out) // 4 + 1
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def _call_id(step: Reply, n: int) -> str:
+    return step.tool_calls[n].id or f"call_{step.request_index}_{n}"
+
+
+def _finish_reason(step: Reply) -> str:
+    return step.finish_reason or ("tool_calls" if step.tool_calls else "stop")
+
+
+def _completion(step: Reply, body: JSON) -> JSON:
+    """A whole ``chat.completion`` object for a non-streaming request."""
+    message: JSON = {"role": "assistant", "content": step.text or None, "refusal": None}
+    if step.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": _call_id(step, n),
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments_text},
+            }
+            for n, c in enumerate(step.tool_calls)
+        ]
+    return {
+        "id": f"chatcmpl-scripted-{step.request_index}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "scripted"),
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": _finish_reason(step),
+            }
+        ],
+        "usage": _usage(step, body),
+    }
+
+
+def _chunks(step: Reply, body: JSON) -> Iterator[JSON]:
+    """The ``chat.completion.chunk`` objects of a streamed reply, usage chunk included."""
+    base = {
+        "id": f"chatcmpl-scripted-{step.request_index}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": body.get("model", "scripted"),
+    }
+
+    def chunk(delta: JSON, finish: str | None = None) -> JSON:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return {**base, "choices": [choice]}
+
+    yield chunk({"role": "assistant", "content": ""})
+    for piece in _pieces(step.text):
+        yield chunk({"content": piece})
+    for n, call in enumerate(step.tool_calls):
+        yield chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": n,
+                        "id": _call_id(step, n),
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": ""},
+                    }
+                ]
+            }
+        )
+        for piece in _pieces(call.arguments_text, parts=4):
+            yield chunk({"tool_calls": [{"index": n, "function": {"arguments": piece}}]})
+    yield chunk({}, _finish_reason(step))
+    if (body.get("stream_options") or {}).get("include_usage"):
+        yield {**base, "choices": [], "usage": _usage(step, body)}
+
+
+def _error_body(status: int, message: str) -> JSON:
+    kind = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        404: "not_found_error",
+        429: "rate_limit_exceeded",
+    }.get(status, "server_error")
+    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+
+
+# --------------------------------------------------------------------------------------- server
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One HTTP/1.1 keep-alive connection; all state lives on ``self.server.owner``."""
+
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Log nothing."""
+
+    def setup(self) -> None:
+        super().setup()
+        # Small SSE writes + Nagle + delayed ACK would stall each request by ~40 ms.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.owner._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        self.server.owner._track(self.connection, add=False)
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    # -- plumbing
+
+    def _send_json(self, status: int, payload: JSON, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, status: int, message: str) -> None:
+        self._send_json(status, _error_body(status, message))
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _write_event(self, payload: JSON | str) -> None:
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        self._write_chunk(f"data: {text}\n\n".encode())
+
+    def _abort(self) -> None:
+        """Close the connection now, without finishing the response."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    # -- endpoints
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            models = [
+                {"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
+                for m in self.server.owner.models
+            ]
+            self._send_json(200, {"object": "list", "data": models})
+        else:
+            self._send_error(404, f"no such endpoint: GET {self.path}")
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._send_error(404, f"no such endpoint: POST {self.path}")
+            return
+        try:
+            body = json.loads(raw)
+            if not isinstance(body, dict):
+                raise ValueError("body is not a JSON object")
+        except ValueError as exc:
+            self.server.owner._record_error(f"invalid request body: {exc}")
+            self._send_error(400, f"invalid JSON body: {exc}")
+            return
+        step, problem = self.server.owner._next_step(body)
+        if step is None:
+            self._send_error(problem[0], problem[1])
+        else:
+            self._play(step, body, streaming=bool(body.get("stream")))
+
+    def _play(self, step: Step, body: JSON, streaming: bool) -> None:
+        closing = self.server.owner._closing
+        if isinstance(step, Fail):
+            headers = {} if step.retry_after is None else {"Retry-After": f"{step.retry_after:g}"}
+            self._send_json(step.status, _error_body(step.status, step.message), headers)
+        elif isinstance(step, Reply) and not streaming:
+            self._send_json(200, _completion(step, body))
+        elif isinstance(step, Reply):
+            self._start_stream()
+            for n, chunk in enumerate(_chunks(step, body)):
+                if n and step.chunk_delay and closing.wait(step.chunk_delay):
+                    self._abort()
+                    return
+                self._write_event(chunk)
+            self._write_event("[DONE]")
+            self._write_chunk(b"")  # the empty chunk terminates the chunked body
+        else:  # Drop or Hang: send a prefix of the reply, then cut off or wait
+            headers = step.after_headers if isinstance(step, Hang) else step.after_chunks > 0
+            if headers:
+                step.reply.request_index = step.request_index
+                self._send_prefix(step.reply, body, streaming, step.after_chunks)
+            if isinstance(step, Hang):
+                closing.wait()
+            self._abort()
+
+    def _send_prefix(self, reply: Reply, body: JSON, streaming: bool, chunks: int) -> None:
+        """Headers plus ``chunks`` SSE events (streaming) or half the body if ``chunks``."""
+        if streaming:
+            self._start_stream()
+            for chunk in itertools.islice(_chunks(reply, body), chunks):
+                self._write_event(chunk)
+            return
+        data = json.dumps(_completion(reply, body)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if chunks:
+            self.wfile.write(data[: len(data) // 2])
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: ScriptedServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Swallow client disconnects; record anything else as a server error."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError) or self.owner._closing.is_set():
+            return
+        self.owner._record_error(f"server exception: {exc!r}")
+        super().handle_error(request, client_address)
+
+
+class ScriptedServer:
+    """A loopback OpenAI-compatible server that answers chat requests from a script.
+
+    ``script`` is a list of steps consumed one per chat request, or ``responder(body) -> step``.
+    With ``check_tool_pairing`` a request whose messages fail :func:`tool_pairing_errors` is
+    recorded as an error and answered 400, as the real API does.
+    """
+
+    def __init__(
+        self,
+        script: Sequence[Step] | Responder,
+        *,
+        models: Sequence[str] = ("scripted-model",),
+        check_tool_pairing: bool = False,
+        port: int = 0,
+    ) -> None:
+        self.models = list(models)
+        self.check_tool_pairing = check_tool_pairing
+        self._responder: Responder | None = script if callable(script) else None
+        self.steps: list[Step] = [] if callable(script) else list(script)
+        self.errors: list[str] = []
+        self._requests: list[JSON] = []
+        self._consumed = 0
+        self._cond = threading.Condition()
+        self._closing = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._httpd = _HTTPServer(("127.0.0.1", port), _Handler)
+        self._httpd.owner = self
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="scripted-openai-server",
+            daemon=True,
+        )
+        self._thread.start()
+
+    # -- lifecycle
+
+    @property
+    def port(self) -> int:
+        """The TCP port the server listens on."""
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI ``base_url``: ``http://127.0.0.1:PORT/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def close(self) -> None:
+        """Stop serving, release hanging handlers and close open connections. Idempotent."""
+        if self._closing.is_set():
+            return
+        self._closing.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        with self._cond:
+            connections = list(self._connections)
+        for conn in connections:  # wake handler threads blocked on idle keep-alive reads
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        self._thread.join()
+
+    def __enter__(self) -> ScriptedServer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- inspection
+
+    @property
+    def requests(self) -> list[JSON]:
+        """A snapshot list of the JSON bodies of all chat requests received, in arrival order."""
+        with self._cond:
+            return list(self._requests)
+
+    @property
+    def last_request(self) -> JSON:
+        """The most recent chat request body; AssertionError if there is none yet."""
+        with self._cond:
+            if not self._requests:
+                raise AssertionError("the scripted server has received no chat request")
+            return self._requests[-1]
+
+    @property
+    def remaining(self) -> list[Step]:
+        """Scripted steps not consumed yet (always empty in responder mode)."""
+        with self._cond:
+            return self.steps[self._consumed :]
+
+    def wait_for_requests(self, n: int, timeout: float = 5.0) -> list[JSON]:
+        """Block until at least ``n`` chat requests arrived; return them. TimeoutError if not.
+
+        Blocking: call from sync code, a worker thread, or ``anyio.to_thread.run_sync``.
+        """
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self._requests) >= n, timeout):
+                raise TimeoutError(f"expected {n} requests, got {len(self._requests)}")
+            return list(self._requests)
+
+    def assert_done(self) -> None:
+        """Raise AssertionError if steps remain or any error/expectation failure was recorded."""
+        with self._cond:
+            problems = list(self.errors)
+            problems += [
+                f"unconsumed step {self._consumed + i}: {step!r}"
+                for i, step in enumerate(self.steps[self._consumed :])
+            ]
+        if problems:
+            raise AssertionError("scripted server:\n  " + "\n  ".join(problems))
+
+    # -- called from handler threads
+
+    def _track(self, conn: socket.socket, *, add: bool) -> None:
+        with self._cond:
+            (self._connections.add if add else self._connections.discard)(conn)
+
+    def _record_error(self, message: str) -> None:
+        with self._cond:
+            self.errors.append(message)
+
+    def _next_step(self, body: JSON) -> tuple[Step | None, tuple[int, str]]:
+        """Record the request and pick its step, or return (None, (status, message))."""
+        with self._cond:
+            index = len(self._requests)
+            self._requests.append(body)
+            self._cond.notify_all()
+            step: Step | None = None
+            if self._responder is None:
+                if self._consumed >= len(self.steps):
+                    message = f"script exhausted: unexpected request {index} (no step left)"
+                    self.errors.append(message)
+                    return None, (500, message)
+                step = self.steps[self._consumed]
+                self._consumed += 1
+        if step is None:
+            try:
+                step = self._responder(body) if self._responder else None
+                if not isinstance(step, Reply | Fail | Drop | Hang):
+                    raise TypeError(f"responder returned {step!r}, not a step")
+            except Exception as exc:
+                message = f"responder failed on request {index}: {exc!r}"
+                self._record_error(message)
+                return None, (500, message)
+        step.request_index = index
+        if self.check_tool_pairing and (problems := tool_pairing_errors(body.get("messages", []))):
+            message = f"request {index}: invalid conversation: " + "; ".join(problems)
+            self._record_error(message)
+            return None, (400, message)
+        if step.expect is not None:
+            try:
+                step.expect(body)
+            except Exception as exc:  # AssertionError, or a bug in the check itself
+                self._record_error(f"request {index}: expectation failed: {exc!r}")
+        return step, (200, "")
+
+
+# -------------------------------------------------------------------------------------- program
+
+
+def _step_from_json(item: JSON) -> Step:
+    """One step from its JSON form (see :func:`load_script`)."""
+    if "fail" in item:
+        return Fail(
+            int(item["fail"]), item.get("message", "scripted failure"), item.get("retry_after")
+        )
+    if "drop" in item:
+        return Drop(int(item["drop"]))
+    if "hang" in item:
+        return Hang(after_headers=bool(item["hang"]), after_chunks=int(item.get("after_chunks", 0)))
+    calls = [
+        ToolCall(c["name"], c.get("arguments", "{}"), c.get("id"))
+        for c in item.get("tool_calls", [])
+    ]
+    usage = (int(item["usage"][0]), int(item["usage"][1])) if item.get("usage") else None
+    return Reply(
+        item.get("reply", ""),
+        calls,
+        usage,
+        float(item.get("chunk_delay", 0.0)),
+        item.get("finish_reason"),
+    )
+
+
+def load_script(data: Sequence[JSON]) -> list[Step]:
+    """Steps from JSON objects: {"reply": text, "tool_calls": [{"name", "arguments"}]},
+    {"fail": 500}, {"drop": 2}, {"hang": true}."""
+    return [_step_from_json(item) for item in data]
+
+
+def echo_responder(body: JSON) -> Step:
+    """Reply with the last user message, for manual poking and load generation."""
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    content = users[-1].get("content", "") if users else ""
+    return Reply(f"echo: {content if isinstance(content, str) else json.dumps(content)}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve a script (or echo) until killed; print the base URL as the first stdout line."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.scripted_server",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--script", help="JSON file with a list of steps (default: echo)")
+    args = parser.parse_args(argv)
+    script: Sequence[Step] | Responder = echo_responder
+    if args.script:
+        with open(args.script, encoding="utf-8") as f:
+            script = load_script(json.load(f))
+    with ScriptedServer(script, port=args.port) as server:
+        print(server.base_url, flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
