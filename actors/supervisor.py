@@ -18,6 +18,7 @@ Cancellation:
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,6 +34,7 @@ from actors.errors import (
     HarnessError,
     ProjectMismatch,
     SessionArchived,
+    SessionLocked,
     StorageError,
     UsageError,
 )
@@ -116,7 +118,11 @@ class Supervisor:
         project_root = str(settings.sandbox_dir)
         if continue_latest:
             resume = await anyio.to_thread.run_sync(latest_session_of, store, project_root)
+        if resume:
+            await anyio.to_thread.run_sync(store.info, resume)  # unknown id: no lock file
         session_id = resume or new_session_id()
+        if store.is_leased_here(session_id):  # the lease is re-entrant; a second run is not
+            raise SessionLocked(session_id, f"pid {os.getpid()}, this process")
         lease = store.lease(session_id)
         await anyio.to_thread.run_sync(lease.__enter__)
         self = cls(settings, store, session_id, events)
@@ -294,6 +300,7 @@ class Supervisor:
         except ActorGone as exc:
             return TurnResult("failed", str(exc))
         finally:
+            turn.cancel("the turn ended")  # nothing of this turn may outlive it
             self._turn = None
             if self.compactor is not None:
                 await self.compactor.after_turn(self)

@@ -1,13 +1,52 @@
-"""Running the agent: print mode (-p) and the interactive REPL."""
+"""Running the agent: print mode (``-p``, or a prompt piped on stdin) or the interactive REPL.
+
+The event loop is asyncio by default (prompt_toolkit needs it); print mode also runs on trio
+when ``AGENT_HARNESS_BACKEND=trio`` (the tests run both).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from functools import partial
+
+import anyio
 
 from actors.config import Settings
 from actors.errors import UsageError
 from actors.store import SessionStore
+from repl.print_mode import run_print_mode
+
+
+def _backend() -> str:
+    backend = os.environ.get("AGENT_HARNESS_BACKEND", "asyncio")
+    if backend not in ("asyncio", "trio"):
+        raise UsageError(f"AGENT_HARNESS_BACKEND must be asyncio or trio, not {backend!r}.")
+    return backend
+
+
+def _prompt_from(args: argparse.Namespace) -> str | None:
+    if args.prompt == "-" or (args.prompt is None and not sys.stdin.isatty()):
+        text = sys.stdin.read()
+        if not text.strip():
+            raise UsageError("No prompt on stdin.")
+        return text
+    if args.prompt is not None and not args.prompt.strip():
+        raise UsageError("The prompt given with -p is empty.")
+    return args.prompt  # type: ignore[no-any-return]
 
 
 def run_agent(args: argparse.Namespace, settings: Settings, store: SessionStore) -> int:
-    raise UsageError("The agent loop is not available in this build yet; use a session command.")
+    if not settings.sandbox_dir.is_dir():
+        raise UsageError(f"--sandbox-dir {settings.sandbox_dir} is not a directory.")
+    prompt = _prompt_from(args)
+    if prompt is not None:
+        return anyio.run(
+            partial(run_print_mode, settings, store, prompt, resume=args.resume,
+                    continue_latest=args.continue_),
+            backend=_backend(),
+        )
+    from repl.app import run_repl
+
+    return run_repl(settings, store, resume=args.resume, continue_latest=args.continue_)

@@ -207,6 +207,10 @@ class SessionStore:
         """Hold the session's lease for a ``with`` block (see :mod:`actors.store._lease`)."""
         return _lease.hold(self.lock_path(session_id), session_id)
 
+    def is_leased_here(self, session_id: str) -> bool:
+        """True when this process already holds the session's lease."""
+        return _lease.is_held_here(self.lock_path(session_id))
+
     def is_running_elsewhere(self, session_id: str) -> bool:
         """True when another process holds the session's lease right now."""
         return _lease.held_elsewhere(self.lock_path(session_id))

@@ -1,0 +1,80 @@
+"""Print mode (``harness -p PROMPT``): one user turn for scripts.
+
+Only the final answer goes to stdout; ``Session: ID``, tool lines and diagnostics go to
+stderr. Actions that need an approval are denied (the mode decides what needs one), with a
+hint on stderr. SIGINT aborts the turn safely (exit 1 after recovery); SIGTERM stops the run
+and the supervisor's shutdown saves the session.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import TextIO
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from actors.config import Settings
+from actors.events import ApprovalRequest, Event, Notice, ToolCallFinished, ToolCallStarted
+from actors.store import SessionStore
+from actors.supervisor import Supervisor, TurnResult
+
+
+async def _report(
+    events: MemoryObjectReceiveStream[Event], err: TextIO, mode: str
+) -> None:
+    async with events:
+        async for event in events:
+            if isinstance(event, ApprovalRequest):
+                print(f"[denied] {event.description} (print mode cannot ask; "
+                      f"--mode {mode} requires approval)", file=err)
+                async with event.reply:
+                    await event.reply.send(False)
+            elif isinstance(event, ToolCallStarted):
+                print(f"[tool] {event.name}({event.arguments[:200]})", file=err)
+            elif isinstance(event, ToolCallFinished) and not event.ok:
+                print(f"[tool] {event.name}: {event.preview}", file=err)
+            elif isinstance(event, Notice):
+                print(f"harness: {event.text}", file=err)
+
+
+async def run_print_mode(
+    settings: Settings,
+    store: SessionStore,
+    prompt: str,
+    *,
+    resume: str | None,
+    continue_latest: bool,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    send, receive = anyio.create_memory_object_stream[Event](256)
+    result = TurnResult("interrupted", "stopped by a signal")
+    async with Supervisor.open(
+        settings, store, events=send, resume=resume, continue_latest=continue_latest
+    ) as supervisor:
+        print(f"Session: {supervisor.session_id}", file=err, flush=True)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_report, receive, err, settings.mode.value)
+            tg.start_soon(_watch_signals, supervisor, tg.cancel_scope)
+            try:
+                result = await supervisor.run_turn(prompt)
+            finally:
+                send.close()
+                tg.cancel_scope.cancel()
+    if result.ok:
+        print(result.text, file=out, flush=True)
+        return 0
+    label = "Interrupted" if result.outcome == "interrupted" else "Turn failed"
+    print(f"harness: {label}: {result.text}", file=err, flush=True)
+    return 1
+
+
+async def _watch_signals(supervisor: Supervisor, scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            if signum == signal.SIGINT and supervisor.abort():
+                continue
+            scope.cancel()  # SIGTERM (or SIGINT between turns): stop; shutdown saves
+            return

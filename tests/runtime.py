@@ -1,0 +1,102 @@
+"""Running a real supervisor in tests: settings against a scripted server, and an event
+recorder that can act on events (answer approvals, abort at a chosen moment)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from actors.config import Mode, Settings
+from actors.events import ApprovalRequest, Event
+from actors.store import SessionStore
+from actors.supervisor import Supervisor
+
+
+def settings_for(tmp_path: Path, base_url: str, **overrides: Any) -> Settings:
+    sandbox = tmp_path / "project"
+    sandbox.mkdir(parents=True, exist_ok=True)
+    values: dict[str, Any] = {
+        "memory_dir": tmp_path / "memory",
+        "sandbox_dir": sandbox.resolve(),
+        "base_url": base_url,
+        "api_key": "test",
+        "mode": Mode.SKIP_PERMISSIONS,
+        "llm_timeout": 20.0,
+        "tool_timeout": 20.0,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@dataclass
+class Recorder:
+    """Collects events; ``on_event`` may react (it runs in the consumer task)."""
+
+    approve: bool = True
+    on_event: Callable[[Event, Supervisor], Any] | None = None
+    events: list[Event] = field(default_factory=list)
+    approvals: list[str] = field(default_factory=list)
+
+    def of(self, kind: type) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+
+@contextlib.asynccontextmanager
+async def running(
+    settings: Settings,
+    store: SessionStore | None = None,
+    recorder: Recorder | None = None,
+    **open_kwargs: Any,
+) -> AsyncIterator[tuple[Supervisor, Recorder]]:
+    """Open a supervisor with a consumer task draining (and reacting to) its events."""
+    store = store or SessionStore(settings.memory_dir)
+    recorder = recorder or Recorder()
+    send, receive = anyio.create_memory_object_stream[Event](1000)
+    async with Supervisor.open(settings, store, events=send, **open_kwargs) as supervisor:
+
+        async def consume() -> None:
+            async with receive:
+                async for event in receive:
+                    recorder.events.append(event)
+                    if isinstance(event, ApprovalRequest):
+                        recorder.approvals.append(event.description)
+                        async with event.reply:
+                            await event.reply.send(recorder.approve)
+                    if recorder.on_event is not None:
+                        recorder.on_event(event, supervisor)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            try:
+                yield supervisor, recorder
+            finally:
+                send.close()
+
+
+def wait_for(path: Path, timeout: float = 15) -> str:
+    """Block until ``path`` has some content (written by a subprocess); return it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never appeared")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -1,0 +1,327 @@
+"""The supervisor and its actors against the scripted server, on asyncio and trio."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from actors.config import Mode
+from actors.errors import ProjectMismatch, SessionArchived, SessionLocked
+from actors.events import Notice, StreamRestarted, TextDelta, ToolCallStarted
+from actors.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE
+from actors.store import SessionStore
+from actors.supervisor import Supervisor
+from tests.runtime import Recorder, pid_alive, running, settings_for, wait_for
+from tests.scripted_server import (
+    Drop,
+    Fail,
+    Hang,
+    Reply,
+    ScriptedServer,
+    ToolCall,
+    tool_pairing_errors,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+def tool_messages(messages: list[dict[str, Any]]) -> dict[str, str]:
+    return {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+
+
+def assert_every_request_valid(server: ScriptedServer) -> None:
+    for request in server.requests:
+        if request["messages"][0]["content"].startswith("Summarize"):
+            continue
+        assert tool_pairing_errors(request["messages"]) == []
+
+
+async def test_multi_step_tool_conversation(tmp_path: Path) -> None:
+    script = [
+        Reply(tool_calls=[ToolCall("write_file", {"path": "notes.txt", "content": "hello"})]),
+        Reply(tool_calls=[ToolCall("read_file", {"path": "notes.txt"}),
+                          ToolCall("todo_append", {"text": "check the notes"})]),
+        Reply("The file says hello.", usage=(120, 8)),
+    ]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url, price_in=1.0, price_out=2.0)
+        async with running(settings) as (sup, rec):
+            result = await sup.run_turn("Write and read a note")
+        server.assert_done()
+    assert result.ok and result.text == "The file says hello."
+    assert (settings.sandbox_dir / "notes.txt").read_text() == "hello"
+    assert "".join(e.text for e in rec.of(TextDelta)) == "The file says hello."
+    assert [e.name for e in rec.of(ToolCallStarted)] == ["write_file", "read_file", "todo_append"]
+    assert_every_request_valid(server)
+    third = server.requests[2]["messages"]
+    assert third[-1]["role"] == "tool" and third[-1]["content"].startswith(
+        '<tool_result name="todo_append">')
+    assert "1\thello" in tool_messages(third)["call_1_0"]
+    assert server.requests[0]["tools"] and server.requests[0]["stream"] is True
+    record = SessionStore(settings.memory_dir).load_session(sup.session_id)
+    assert record["status"] == "saved"
+    assert record["state"]["tool_calls"] == 3 and record["state"]["calls"] == 3
+    assert record["state"]["todos"][0]["text"] == "check the notes"
+    assert record["state"]["total_tokens_in"] >= 120
+    assert record["state"]["total_cost_usd"] > 0.12
+    assert record["summary"]  # the fallback summary was written on exit
+    assert record["project_root"] == str(settings.sandbox_dir)
+
+
+async def test_abort_during_a_tool_batch_recovers_without_replay(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    command = f"echo $$ > {pid_file}; echo started; sleep 30; echo finished"
+    script = [
+        Reply(tool_calls=[ToolCall("run_bash", {"command": command}),
+                          ToolCall("write_file", {"path": "never.txt", "content": "x"})]),
+        Reply("Understood."),
+    ]
+
+    def abort_when_started(event: Any, sup: Supervisor) -> None:
+        if isinstance(event, ToolCallStarted) and event.name == "run_bash":
+            async def later() -> None:
+                await anyio.to_thread.run_sync(wait_for, pid_file)
+                await anyio.sleep(0.2)  # let "started" reach the output
+                sup.abort()
+            sup._tg_for_tests.start_soon(later)  # type: ignore[attr-defined]
+
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url)
+        async with running(settings, recorder=Recorder(on_event=abort_when_started)) as (sup, _), \
+                anyio.create_task_group() as tg:
+            sup._tg_for_tests = tg  # type: ignore[attr-defined]
+            with anyio.fail_after(10):
+                result = await sup.run_turn("Run it")
+            assert result.outcome == "interrupted"
+            results = tool_messages(sup.messages)
+            bash, write = results["call_0_0"], results["call_0_1"]
+            assert INTERRUPTED_NOTICE in bash and "process group was killed" in bash
+            assert "started" in bash and "finished" not in bash
+            assert NOT_STARTED_NOTICE in write
+            assert not pid_alive(int(pid_file.read_text()))
+            second = await sup.run_turn("What happened?")
+            assert second.ok
+        server.assert_done()
+    assert not (settings.sandbox_dir / "never.txt").exists()  # not replayed, never ran
+    assert_every_request_valid(server)
+    saved = SessionStore(settings.memory_dir).load_session(sup.session_id)["messages"]
+    assert tool_messages(saved)["call_0_1"] == write
+
+
+async def test_abort_during_a_streamed_answer(tmp_path: Path) -> None:
+    script = [Reply("one two three four five six seven eight nine ten " * 4, chunk_delay=0.05),
+              Reply("Fine.")]
+
+    def abort_on_text(event: Any, sup: Supervisor) -> None:
+        if isinstance(event, TextDelta):
+            sup.abort()
+
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url)
+        async with running(settings, recorder=Recorder(on_event=abort_on_text)) as (sup, rec):
+            with anyio.fail_after(10):
+                result = await sup.run_turn("Talk")
+            assert result.outcome == "interrupted"
+            last = sup.messages[-1]
+            assert last["role"] == "assistant" and last["content"].endswith(
+                "[interrupted by the user]")
+            assert last["content"].startswith("one")
+            rec.on_event = None
+            assert (await sup.run_turn("Go on")).ok
+    assert_every_request_valid(server)
+
+
+async def test_endpoint_errors_are_retried_then_reported(tmp_path: Path) -> None:
+    script = [Fail(503), Drop(after_chunks=2, reply=Reply("partial answer here")),
+              Reply("Recovered."), Fail(400, "bad request: model not found")]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url)
+        async with running(settings) as (sup, rec):
+            first = await sup.run_turn("Hello")
+            assert first.ok and first.text == "Recovered."
+            assert any("retrying" in n.text for n in rec.of(Notice))
+            assert rec.of(StreamRestarted)
+            second = await sup.run_turn("Again")
+            assert second.outcome == "failed"
+            assert "HTTP 400" in second.text and "model not found" in second.text
+            assert sup.messages[-1] == {"role": "user", "content": "Again"}
+        server.assert_done()
+
+
+async def test_a_hanging_endpoint_fails_within_llm_timeout(tmp_path: Path) -> None:
+    with ScriptedServer([Hang()]) as server:
+        settings = settings_for(tmp_path, server.base_url, llm_timeout=1.0)
+        async with running(settings) as (sup, _):
+            with anyio.fail_after(10):
+                result = await sup.run_turn("Hello?")
+    assert result.outcome == "failed" and "within 1 s" in result.text
+
+
+async def test_bad_tool_calls_become_results(tmp_path: Path) -> None:
+    script = [
+        Reply(tool_calls=[
+            ToolCall("read_file", "{not json"),
+            ToolCall("launch_rockets", {}),
+            ToolCall("read_file", {"path": 42}),
+            ToolCall("read_file", {"path": "../../etc/passwd"}),
+            ToolCall("edit_file", {"path": "missing.txt", "old_string": "a", "new_string": "b"}),
+        ]),
+        Reply("I see the errors."),
+    ]
+    with ScriptedServer(script) as server:
+        async with running(settings_for(tmp_path, server.base_url)) as (sup, _):
+            assert (await sup.run_turn("Try things")).ok
+    results = list(tool_messages(server.requests[1]["messages"]).values())
+    assert "not valid JSON" in results[0]
+    assert "unknown tool 'launch_rockets'" in results[1]
+    assert "path" in results[2] and "Error" in results[2]
+    assert "outside the sandbox" in results[3]
+    assert "Error" in results[4]
+    assert_every_request_valid(server)
+
+
+async def test_approvals_in_default_mode(tmp_path: Path) -> None:
+    script = [
+        Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "1"})]),
+        Reply("Denied, fine."),
+        Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "2"}),
+                          ToolCall("read_file", {"path": "b.txt"})]),
+        Reply("Written."),
+    ]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url, mode=Mode.DEFAULT)
+        recorder = Recorder(approve=False)
+        async with running(settings, recorder=recorder) as (sup, rec):
+            assert (await sup.run_turn("write a")).ok
+            assert "Denied" in list(tool_messages(sup.messages).values())[-1]
+            rec.approve = True
+            assert (await sup.run_turn("write b")).ok
+    assert not (settings.sandbox_dir / "a.txt").exists()
+    assert (settings.sandbox_dir / "b.txt").read_text() == "2"
+    assert rec.approvals == ["write_file: a.txt (1 chars)", "write_file: b.txt (1 chars)"]
+
+
+async def test_accept_edits_still_asks_for_shell(tmp_path: Path) -> None:
+    script = [Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "1"}),
+                                ToolCall("run_bash", {"command": "echo hi"})]),
+              Reply("ok")]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url, mode=Mode.ACCEPT_EDITS)
+        async with running(settings, recorder=Recorder(approve=False)) as (sup, rec):
+            assert (await sup.run_turn("go")).ok
+    assert (settings.sandbox_dir / "a.txt").exists()
+    assert rec.approvals == ["run_bash: echo hi"]
+
+
+async def test_tool_timeout_kills_the_command(tmp_path: Path) -> None:
+    script = [Reply(tool_calls=[ToolCall("run_bash", {"command": "echo begin; sleep 20"})]),
+              Reply("Too slow.")]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url, tool_timeout=0.5)
+        async with running(settings) as (sup, _):
+            with anyio.fail_after(10):
+                assert (await sup.run_turn("go")).ok
+    [result] = tool_messages(server.requests[1]["messages"]).values()
+    assert "Timed out after 0.5 s" in result and "begin" in result
+
+
+async def test_large_output_is_cut_with_a_note(tmp_path: Path) -> None:
+    script = [Reply(tool_calls=[ToolCall("run_bash", {"command": "head -c 100000 /dev/zero | "
+                                                      "tr '\\0' a; echo; echo THE-END"})]),
+              Reply("Long.")]
+    with ScriptedServer(script) as server:
+        async with running(settings_for(tmp_path, server.base_url)) as (sup, _):
+            assert (await sup.run_turn("go")).ok
+    [result] = tool_messages(server.requests[1]["messages"]).values()
+    assert len(result.encode()) < 33_000 and "output cut" in result and "THE-END" in result
+
+
+async def test_limits_stop_the_loop(tmp_path: Path) -> None:
+    loop = [Reply(tool_calls=[ToolCall("todo_list", {})]) for _ in range(3)]
+    with ScriptedServer(loop) as server:
+        settings = settings_for(tmp_path, server.base_url, max_turns=3)
+        async with running(settings) as (sup, _):
+            result = await sup.run_turn("loop forever")
+        server.assert_done()
+    assert result.outcome == "limit" and "--max-turns" in result.text
+    assert_every_request_valid(server)
+
+    batch = [Reply(tool_calls=[ToolCall("todo_list", {}) for _ in range(3)])]
+    with ScriptedServer(batch) as server:
+        settings = settings_for(tmp_path, server.base_url, max_tool_calls=2)
+        async with running(settings) as (sup, _):
+            result = await sup.run_turn("three calls")
+    assert result.outcome == "limit" and "--max-tool-calls" in result.text
+    assert "tool-call limit" in list(tool_messages(sup.messages).values())[-1]
+
+    with ScriptedServer([Reply("pricey", usage=(1000, 1000))]) as server:
+        settings = settings_for(tmp_path, server.base_url, price_in=1.0, max_cost_usd=0.5)
+        async with running(settings) as (sup, _):
+            assert (await sup.run_turn("first")).ok
+            result = await sup.run_turn("second")
+        server.assert_done()
+    assert result.outcome == "limit" and "--max-cost-usd" in result.text
+
+
+async def test_resume_restores_state_and_refuses_what_it_must(tmp_path: Path) -> None:
+    script = [Reply(tool_calls=[ToolCall("todo_append", {"text": "finish the port"}),
+                                ToolCall("write_scratchpad", {"content": "halfway"})]),
+              Reply("Noted.", usage=(50, 5)),
+              Reply("Still here.")]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url)
+        store = SessionStore(settings.memory_dir)
+        async with running(settings, store) as (sup, _):
+            assert (await sup.run_turn("plan")).ok
+            session_id = sup.session_id
+            with pytest.raises(SessionLocked):
+                async with Supervisor.open(settings, SessionStore(settings.memory_dir),
+                                           resume=session_id):
+                    pass
+        async with running(settings, store, resume=session_id) as (again, _):
+            assert again.planning.todos[0].text == "finish the port"
+            assert again.planning.scratchpad == "halfway"
+            assert again.tool_calls == 2 and again.usage.calls == 2
+            assert (await again.run_turn("continue")).ok
+        async with running(settings, store, continue_latest=True) as (latest, _):
+            assert latest.session_id == session_id
+        server.assert_done()
+    assert server.requests[2]["messages"][:5] == server.requests[1]["messages"][:5]
+
+    store.archive(session_id)
+    with pytest.raises(SessionArchived):
+        async with Supervisor.open(settings, store, resume=session_id):
+            pass
+    store.unarchive(session_id)
+    elsewhere = settings_for(tmp_path / "other", server.base_url,
+                             memory_dir=settings.memory_dir)
+    with pytest.raises(ProjectMismatch):
+        async with Supervisor.open(elsewhere, store, resume=session_id):
+            pass
+    assert store.info(session_id).status == "saved"  # refused resumes change nothing
+
+
+async def test_resume_of_a_session_with_open_calls(tmp_path: Path) -> None:
+    with ScriptedServer([Reply("Resumed fine.")]) as server:
+        settings = settings_for(tmp_path, server.base_url)
+        store = SessionStore(settings.memory_dir)
+        sid = store.create_session(messages=[
+            {"role": "system", "content": "sys"}, {"role": "user", "content": "go"},
+        ], project_root=str(settings.sandbox_dir), status="active")
+        calls = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{i}", "type": "function",
+             "function": {"name": "run_bash", "arguments": json.dumps({"command": "true"})}}
+            for i in (1, 2)]}
+        store.checkpoint(sid, [*store.load_context(sid), calls], planned_calls=True)
+        store.mark_started(sid, ["c1"])
+        async with running(settings, store, resume=sid) as (sup, rec):
+            assert sup.crashed_before and sup.recovered_calls == 2
+            assert (await sup.run_turn("and now?")).ok
+    assert any("not closed cleanly" in n.text for n in rec.of(Notice))
+    sent = server.requests[0]["messages"]
+    assert tool_pairing_errors(sent) == []
+    assert tool_messages(sent) == {"c1": INTERRUPTED_NOTICE, "c2": NOT_STARTED_NOTICE}
