@@ -234,6 +234,7 @@ class Supervisor:
             planning=self.planning,
             store=self.store,
             session_id=self.session_id,
+            writer=self._writer,
         )
 
     # -- state ----------------------------------------------------------------------------

@@ -325,3 +325,16 @@ async def test_resume_of_a_session_with_open_calls(tmp_path: Path) -> None:
     sent = server.requests[0]["messages"]
     assert tool_pairing_errors(sent) == []
     assert tool_messages(sent) == {"c1": INTERRUPTED_NOTICE, "c2": NOT_STARTED_NOTICE}
+
+
+async def test_model_written_summary_goes_through_the_writer(tmp_path: Path) -> None:
+    script = [Reply(tool_calls=[ToolCall("write_session_summary",
+                                         {"summary": "Goal: X. Done: Y. Next: Z."})]),
+              Reply("Summarised.")]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url)
+        async with running(settings) as (sup, _):
+            assert (await sup.run_turn("wrap up")).ok
+            assert "Saved session summary." in sup.messages[-2]["content"]
+    info = SessionStore(settings.memory_dir).info(sup.session_id)
+    assert info.summary == "Goal: X. Done: Y. Next: Z."  # not replaced by the fallback

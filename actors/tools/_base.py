@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from actors.errors import ToolFailed
 
 if TYPE_CHECKING:
+    from actors.checkpoint_writer import CheckpointClient
     from actors.planning import Planning
     from actors.store import SessionStore
 
@@ -40,6 +41,7 @@ class ToolContext:
     planning: Planning
     store: SessionStore | None = None
     session_id: str | None = None
+    writer: CheckpointClient | None = None  # writes of the running session go through it
     progress: list[str] = field(default_factory=list)
 
     def resolve(self, path: str) -> Path:

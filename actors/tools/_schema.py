@@ -62,9 +62,7 @@ def validate_arguments(tool: Tool, args: object) -> None:
         spec = properties.get(name)
         if spec is None:
             known = ", ".join(properties) or "none"
-            raise ToolFailed(
-                f"{tool.name}: unknown argument '{name}' (arguments are: {known})."
-            )
+            raise ToolFailed(f"{tool.name}: unknown argument '{name}' (arguments are: {known}).")
         _check_value(tool.name, name, value, spec)
 
 

@@ -23,7 +23,9 @@ import anyio.to_thread
 from actors.errors import ToolFailed
 from actors.tools._base import Permission, Tool, ToolContext
 
-READ_CAP_CHARS = 32 * 1024  # read_file stops here (the executor's cap) and says where to go on
+# read_file stops at this many UTF-8 bytes, under the executor's 32 KB output cap, and says
+# where to read on (rather than letting the executor cut the middle out).
+READ_CAP_BYTES = 30 * 1024
 MAX_GLOB_RESULTS = 500
 MAX_GREP_MATCHES = 500
 MAX_GREP_LINE = 300  # a matching line longer than this is shown cut
@@ -58,7 +60,7 @@ def _read_lines(target: Path, shown: str, offset: int, limit: int | None) -> str
         for total, raw in enumerate(handle, start=1):
             if total < offset:
                 continue
-            if (limit is not None and total >= offset + limit) or size >= READ_CAP_CHARS:
+            if (limit is not None and total >= offset + limit) or size >= READ_CAP_BYTES:
                 more = True
                 break
             try:
@@ -67,13 +69,16 @@ def _read_lines(target: Path, shown: str, offset: int, limit: int | None) -> str
                 not_utf8 = True
                 text = raw.decode("utf-8", errors="replace")
             line = f"{total:6}\t{text.removesuffix(chr(10)).removesuffix(chr(13))}\n"
-            if out and size + len(line) > READ_CAP_CHARS:
+            line_size = len(line.encode("utf-8", errors="replace"))
+            if out and size + line_size > READ_CAP_BYTES:
                 more = True
                 break
-            if len(line) > READ_CAP_CHARS:
-                line, cut_line = line[:READ_CAP_CHARS] + "\n", total
+            if line_size > READ_CAP_BYTES:
+                cut = line.encode("utf-8", errors="replace")[:READ_CAP_BYTES]
+                line, cut_line = cut.decode("utf-8", errors="ignore") + "\n", total
+                line_size = READ_CAP_BYTES
             out.append(line)
-            size += len(line)
+            size += line_size
     if not out:
         if total == 0:
             return "(empty file)"
@@ -83,7 +88,7 @@ def _read_lines(target: Path, shown: str, offset: int, limit: int | None) -> str
     if not_utf8:
         notes.append("[Note: the file is not valid UTF-8; undecodable bytes are shown as U+FFFD.]")
     if cut_line is not None:
-        notes.append(f"[Line {cut_line} is longer than {READ_CAP_CHARS} characters and was cut.]")
+        notes.append(f"[Line {cut_line} is longer than {READ_CAP_BYTES} bytes and was cut.]")
     if more:
         notes.append(f"[Showing lines {offset}-{last}; read on with offset={last + 1}.]")
     return "".join(out) + "\n".join(notes)
@@ -296,7 +301,7 @@ READ_FILE = Tool(
         "Read a text file. Returns its lines numbered like `cat -n` (number, tab, line). "
         "Arguments: path (relative to the project directory); offset (optional, 1-based line "
         "to start at); limit (optional, number of lines). Without them the whole file is "
-        f"returned, up to about {READ_CAP_CHARS // 1024} KB, with a note telling the offset to "
+        f"returned, up to about {READ_CAP_BYTES // 1024} KB, with a note telling the offset to "
         "continue from. Bytes that are not valid UTF-8 are shown as U+FFFD, with a note."
     ),
     parameters={

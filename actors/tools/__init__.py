@@ -1,0 +1,47 @@
+"""The tools the model can call, by name.
+
+``TOOLS`` maps each name to its :class:`Tool`; ``tool_schemas()`` gives the chat-completions
+``tools`` entries; ``validate_arguments()`` checks a call's arguments against a tool's schema
+(the executor calls it before asking approval and running the tool).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from actors.errors import UsageError
+from actors.tools._base import Permission, Tool, ToolContext
+from actors.tools._schema import validate_arguments
+from actors.tools.files import FILE_TOOLS
+from actors.tools.memory_notes import MEMORY_TOOLS
+from actors.tools.planning_tools import PLANNING_TOOLS
+from actors.tools.session_tools import SESSION_TOOLS
+from actors.tools.shell import RUN_BASH
+
+TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in (*FILE_TOOLS, RUN_BASH, *PLANNING_TOOLS, *MEMORY_TOOLS, *SESSION_TOOLS)
+}
+
+
+def tool_schemas(names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """The ``tools`` entries of the named tools (all of them by default), in the order given.
+
+    An unknown name raises :class:`UsageError` naming it and the known tools.
+    """
+    chosen = list(TOOLS) if names is None else list(names)
+    unknown = [name for name in chosen if name not in TOOLS]
+    if unknown:
+        raise UsageError(f"Unknown tool(s): {', '.join(unknown)}; available: {', '.join(TOOLS)}.")
+    return [TOOLS[name].schema() for name in chosen]
+
+
+__all__ = [
+    "TOOLS",
+    "Permission",
+    "Tool",
+    "ToolContext",
+    "tool_schemas",
+    "validate_arguments",
+]

@@ -1,0 +1,133 @@
+"""run_bash with real subprocesses: output, exit codes, and no process left behind."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from actors.planning import Planning
+from actors.tools import TOOLS, ToolContext
+from actors.tools import shell as shell_tool
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc"),
+]
+
+
+@pytest.fixture
+def ctx(sandbox: Path, memory_dir: Path) -> ToolContext:
+    return ToolContext(sandbox=sandbox, memory_dir=memory_dir, planning=Planning())
+
+
+async def run(ctx: ToolContext, command: str) -> str:
+    return await TOOLS["run_bash"].run(ctx, {"command": command})
+
+
+def live_members(pgid: int) -> list[int]:
+    """Pids of processes in group ``pgid`` that are still running (zombies do not count:
+    orphans are reaped by init, which may be slow or absent in a container)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state, _ppid, pgrp = stat[stat.rindex(")") + 2 :].split()[:3]
+        if int(pgrp) == pgid and state not in ("Z", "X"):
+            pids.append(int(entry.name))
+    return pids
+
+
+async def survivors(pgid: int) -> list[int]:
+    """Live members of the group, waiting briefly: a SIGKILLed process needs a moment to die
+    (the tool reaps bash, but not bash's children, which init adopts)."""
+    with anyio.move_on_after(5):
+        while live_members(pgid):  # noqa: ASYNC110 (nothing to wait on but /proc)
+            await anyio.sleep(0.02)
+    return live_members(pgid)
+
+
+def pgid_from(text: str) -> int:
+    match = re.search(r"pgid=(\d+)", text)
+    assert match, text
+    return int(match.group(1))
+
+
+async def test_output_and_exit_code(ctx: ToolContext) -> None:
+    out = await run(ctx, "echo out; echo err >&2; pwd; exit 3")
+    assert out == f"out\nerr\n{ctx.resolve('.')}\n[exit code 3]"
+    assert await run(ctx, "printf 'no newline'") == "no newline\n[exit code 0]"
+    assert await run(ctx, "true") == "[exit code 0]"
+
+
+async def test_progress_receives_the_output(ctx: ToolContext) -> None:
+    await run(ctx, "echo one; echo two")
+    assert "".join(ctx.progress) == "one\ntwo\n"
+
+
+async def test_stdin_is_empty(ctx: ToolContext) -> None:
+    # A command reading stdin gets end-of-file at once instead of hanging.
+    with anyio.fail_after(10):
+        assert await run(ctx, "cat; echo done") == "done\n[exit code 0]"
+
+
+async def test_killed_by_a_signal(ctx: ToolContext) -> None:
+    assert await run(ctx, "kill -9 $$") == "[exit code -9: killed by SIGKILL]"
+
+
+async def test_background_jobs_do_not_outlive_the_call(ctx: ToolContext) -> None:
+    with anyio.fail_after(10):  # the background job holds the pipe: it must be stopped
+        out = await run(ctx, "echo pgid=$$; sleep 30 & echo started")
+    assert out.endswith("started\n[exit code 0]")
+    assert await survivors(pgid_from(out)) == []
+
+
+async def test_cancellation_kills_the_whole_group(ctx: ToolContext) -> None:
+    started = time.monotonic()
+    reached_the_end = False
+    with anyio.move_on_after(0.5) as scope:
+        await run(ctx, "echo pgid=$$; sleep 30 & sleep 30; echo never")
+        reached_the_end = True
+    assert scope.cancelled_caught
+    assert not reached_the_end
+    progress = "".join(ctx.progress)
+    assert "never" not in progress
+    pgid = pgid_from(progress)  # printed before the cancel, kept in ctx.progress
+    assert await survivors(pgid) == []
+    assert time.monotonic() - started < 10
+
+
+async def test_sigkill_after_the_grace_when_sigterm_is_ignored(ctx: ToolContext) -> None:
+    # An ignored signal stays ignored across exec, so `sleep` ignores SIGTERM too.
+    with anyio.move_on_after(0.5) as scope:
+        await run(ctx, "trap '' TERM; echo pgid=$$; sleep 30 & sleep 30")
+    assert scope.cancelled_caught
+    assert await survivors(pgid_from("".join(ctx.progress))) == []
+
+
+async def test_huge_output_keeps_its_start_and_end(
+    ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shell_tool, "HEAD_CHARS", 100)
+    monkeypatch.setattr(shell_tool, "TAIL_CHARS", 50)
+    out = await run(ctx, "seq 1 10000")
+    assert out.startswith("1\n2\n3\n")
+    assert out.endswith("9999\n10000\n[exit code 0]")
+    assert "characters omitted" in out
+    assert len(out) < 400
+    assert len("".join(ctx.progress)) < 200
+
+
+def test_output_decodes_characters_split_across_chunks() -> None:
+    output = shell_tool._Output([])
+    output.add("é".encode()[:1])
+    output.add("é".encode()[1:] + b"\xff")
+    output.add(b"", final=True)
+    assert output.text() == "é\ufffd"
