@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -81,6 +81,11 @@ _MIGRATIONS: dict[int, str] = {
     );
     CREATE VIRTUAL TABLE IF NOT EXISTS message_text USING fts5 (text, tokenize = 'trigram');
     CREATE VIRTUAL TABLE IF NOT EXISTS session_text USING fts5 (text, tokenize = 'trigram');
+    """,
+    # Search maps matching messages to their sessions through this covering index, without
+    # touching the table pages that hold the message bodies.
+    2: """
+    CREATE INDEX IF NOT EXISTS transcript_session_of ON transcript (mid, session_rid);
     """,
 }
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import operator
 import os
 import re
@@ -72,8 +73,15 @@ class _Context:
     """The saved working context as this store last saw it."""
 
     version: int
-    objs: list[Any]
-    texts: list[str]
+    objs: list[Any]  # the caller's message objects; None where read back from disk
+    texts: list[str]  # their canonical JSON
+
+    def parsed(self, session_id: str) -> list[Message]:
+        """The messages as objects (parsing, once, those read back from disk)."""
+        for i, obj in enumerate(self.objs):
+            if obj is None:
+                self.objs[i] = _loads(session_id, self.texts[i], f"context message {i}")
+        return self.objs
 
 
 @dataclass
@@ -266,7 +274,7 @@ class SessionStore:
         ]
         if len(texts) != row["context_len"] or any(t is None for t in texts):
             raise CorruptSession(session_id, "the working context refers to missing messages")
-        objs = [_loads(session_id, t, f"context message {i}") for i, t in enumerate(texts)]
+        objs: list[Any] = [None] * len(texts)  # parsed only when needed
         cached = self._contexts[session_id] = _Context(row["context_version"], objs, texts)
         return cached
 
@@ -532,21 +540,31 @@ class SessionStore:
 
         Tool calls still open in the saved context are shown answered with the recovery
         notice (nothing is written: :meth:`recover` persists the repair, under the lease).
+        Each message is parsed once: ``messages`` and ``transcript`` share the dicts of the
+        messages they have in common.
         """
         check_session_id(session_id)
         with self._read() as conn:
             row = self._row(conn, session_id)
-            context = self._context(conn, session_id, row)
-            transcript = [
-                _loads(session_id, body, f"transcript message {seq}")
-                for seq, body in conn.execute(
-                    "SELECT seq, body FROM transcript WHERE session_rid = ? ORDER BY seq",
+            self._context(conn, session_id, row)  # validates and caches the context
+            by_mid: dict[int, Message] = {}
+            transcript = []
+            for mid, seq, body in conn.execute(
+                "SELECT mid, seq, body FROM transcript WHERE session_rid = ? ORDER BY seq",
+                (row["rid"],),
+            ):
+                message = by_mid[mid] = _loads(session_id, body, f"transcript message {seq}")
+                transcript.append(message)
+            context = [
+                by_mid[mid] if mid is not None else _loads(session_id, body, f"context {pos}")
+                for pos, mid, body in conn.execute(
+                    "SELECT pos, mid, body FROM context WHERE session_rid = ? ORDER BY pos",
                     (row["rid"],),
                 )
             ]
             phases = self._phases(conn, row["rid"])
             compactions = self._compactions(conn, row["rid"])
-        messages = repair([json.loads(t) for t in context.texts], _notice(phases)).messages
+        messages = repair(context, _notice(phases)).messages
         record = self._meta(session_id, row)
         record.update(messages=messages, transcript=transcript, compactions=compactions)
         return {key: record[key] for key in RECORD_FIELDS}
@@ -638,88 +656,80 @@ class SessionStore:
         """Sessions containing every word of ``query`` (case-insensitive substrings), best first.
 
         Searches title, summary, compaction summaries, and every transcript message (so text
-        that compaction removed from the context is still found). Each result carries a
-        ``snippet`` around a match.
+        that compaction removed from the context is still found). A session ranks higher the
+        more of its messages match each word, and higher still when its title or summary
+        does; ties go to the most recent. Each result carries a ``snippet`` around a match.
         """
         terms = sorted(set(re.findall(r"\w+", query.lower())), key=len, reverse=True)
         if not terms:
             return []
         with self._read() as conn:
             scores: dict[int, float] | None = None
-            best_row: dict[int, tuple[str, int]] = {}
+            shown: dict[int, tuple[str, int]] = {}
             for term in terms:
-                hits = self._term_hits(conn, term, None if scores is None else set(scores))
-                if scores is None:
-                    scores = {rid: score for rid, (score, _, _) in hits.items()}
-                else:
-                    scores = {rid: scores[rid] + hits[rid][0] for rid in scores if rid in hits}
+                hits = self._term_hits(conn, term)
+                if scores is not None:
+                    hits = {rid: hit for rid, hit in hits.items() if rid in scores}
+                scores = {rid: (scores or {}).get(rid, 0.0) + hit[0] for rid, hit in hits.items()}
                 for rid, (_, table, rowid) in hits.items():
-                    best_row.setdefault(rid, (table, rowid))
+                    shown.setdefault(rid, (table, rowid))
                 if not scores:
                     return []
             assert scores is not None
-            marks = ",".join("?" * len(scores))
-            archived = "" if include_archived else "AND archived = 0"
-            rows = {
-                r["rid"]: r
-                for r in conn.execute(
-                    f"SELECT rid, {_LISTED} FROM sessions WHERE rid IN ({marks}) {archived}",
+            recency = {
+                rid: updated
+                for rid, updated, archived in conn.execute(
+                    "SELECT rid, updated_at, archived FROM sessions WHERE rid IN "
+                    f"({','.join('?' * len(scores))})",
                     list(scores),
                 )
+                if include_archived or not archived
             }
-            recent_first = sorted(rows, key=lambda rid: rows[rid]["updated_at"], reverse=True)
-            ranked = sorted(recent_first, key=scores.__getitem__)[:limit]
+            ranked = sorted(recency, key=recency.__getitem__, reverse=True)
+            ranked = sorted(ranked, key=scores.__getitem__, reverse=True)[:limit]
             results = []
             for rid in ranked:
-                table, rowid = best_row[rid]
+                item = dict(conn.execute(
+                    f"SELECT {_LISTED} FROM sessions WHERE rid = ?", (rid,)
+                ).fetchone())
+                item["archived"] = bool(item["archived"])
+                table, rowid = shown[rid]
                 (text,) = conn.execute(
                     f"SELECT text FROM {table} WHERE rowid = ?", (rowid,)
                 ).fetchone()
-                item = dict(rows[rid])
-                del item["rid"]
-                item["archived"] = bool(item["archived"])
                 item["snippet"] = _snippet(text, terms)
                 results.append(item)
         return results
 
     @staticmethod
-    def _term_hits(
-        conn: sqlite3.Connection, term: str, among: set[int] | None
-    ) -> dict[int, tuple[float, str, int]]:
-        """``{session rid: (score, table, rowid of best match)}`` for sessions containing term.
+    def _term_hits(conn: sqlite3.Connection, term: str) -> dict[int, tuple[float, str, int]]:
+        """``{session rid: (score, table, rowid of a match)}`` for sessions containing term.
 
-        Lower scores are better (FTS5 bm25); title/summary matches weigh three times more.
+        The score grows with the number of matching messages (log-scaled) and gets +3 for a
+        match in the title, summary or a compaction summary. Counting needs no bm25 over every
+        matching row, so a word found in every session stays cheap.
         """
-        hits: dict[int, tuple[float, str, int]] = {}
         if len(term) >= 3:
-            phrase = '"' + term.replace('"', '""') + '"'
-            session_rows = conn.execute(
-                "SELECT rowid, rank FROM session_text WHERE session_text MATCH ?",
-                (phrase,),
-            )
-            message_rows = conn.execute(
-                "SELECT t.session_rid, min(m.score), m.rowid FROM (SELECT rowid, rank AS score"
-                " FROM message_text WHERE message_text MATCH ?) m "
-                "JOIN transcript t ON t.mid = m.rowid GROUP BY t.session_rid",
-                (phrase,),
-            )
-        else:  # shorter than a trigram: a scan, rare and still bounded by the index size
-            pattern = "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            session_rows = conn.execute(
-                "SELECT rowid, -1.0 FROM session_text WHERE text LIKE ? ESCAPE '\\'", (pattern,)
-            )
-            message_rows = conn.execute(
-                "SELECT t.session_rid, -1.0, message_text.rowid FROM message_text "
-                "JOIN transcript t ON t.mid = message_text.rowid "
-                "WHERE message_text.text LIKE ? ESCAPE '\\' GROUP BY t.session_rid",
-                (pattern,),
-            )
-        for rid, score in session_rows:
-            if among is None or rid in among:
-                hits[rid] = (3 * score, "session_text", rid)
-        for rid, score, rowid in message_rows:
-            if (among is None or rid in among) and (rid not in hits or score < hits[rid][0]):
-                hits[rid] = (score, "message_text", rowid)
+            argument = '"' + term.replace('"', '""') + '"'
+            in_messages, in_sessions = "message_text MATCH ?", "session_text MATCH ?"
+        else:  # shorter than a trigram: a scan of the index text (rare, still bounded)
+            escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            argument = f"%{escaped}%"
+            in_messages = in_sessions = "text LIKE ? ESCAPE '\\'"
+        hits: dict[int, tuple[float, str, int]] = {}
+        for rid, count, rowid in conn.execute(
+            "SELECT t.session_rid, count(*), max(m.rowid) FROM "
+            f"(SELECT rowid FROM message_text WHERE {in_messages}) m "
+            "JOIN transcript t INDEXED BY transcript_session_of ON t.mid = m.rowid "
+            "GROUP BY t.session_rid",
+            (argument,),
+        ):
+            hits[rid] = (math.log1p(count), "message_text", rowid)
+        for (rid,) in conn.execute(
+            f"SELECT rowid FROM session_text WHERE {in_sessions}", (argument,)
+        ):
+            score, table, rowid = hits.get(rid, (0.0, "session_text", rid))
+            hits[rid] = (score + 3.0, table, rowid)
         return hits
 
     # -- metadata -------------------------------------------------------------------------
@@ -806,7 +816,7 @@ class SessionStore:
                 row = self._row(conn, session_id)
                 context = self._context(conn, session_id, row)
                 phases = self._phases(conn, row["rid"])
-                objs = list(context.objs)
+                objs = list(context.parsed(session_id))
             fixed = repair(objs, _notice(phases))
             if not fixed.changed:
                 return objs
