@@ -89,6 +89,7 @@ class Supervisor:
         self.usage = UsageTotals()
         self.tool_calls = 0
         self.pinned: list[str] = []
+        self.title = ""
         self.estimator = ContextEstimator()
         self.resumed = False
         self.recovered_calls = 0
@@ -181,6 +182,7 @@ class Supervisor:
         self.usage = UsageTotals.from_state(state)
         self.tool_calls = int(state.get("tool_calls", 0))
         self.pinned = [str(p) for p in state.get("pinned", [])]
+        self.title = info.title
         self.resumed = True
         self.store.update(self.session_id, status="active")
 
@@ -433,6 +435,7 @@ class Supervisor:
     async def set_title(self, title: str) -> None:
         assert self._writer is not None
         await self._writer.update(title=title.strip())
+        self.title = title.strip()
 
     async def pin(self, text: str) -> None:
         """Keep ``text`` verbatim in the context across compactions (and tell the model now)."""

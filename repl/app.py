@@ -1,0 +1,220 @@
+"""The interactive REPL: prompt_toolkit on asyncio, with the supervisor's actors under it.
+
+- History in ``<memory-dir>/history`` (0600), shared across sessions; Up/Down, Ctrl-R.
+- Enter sends; Alt-Enter (or Esc then Enter) inserts a new line.
+- Tab completes backslash commands, session ids (with titles) and ``@`` paths.
+- The bottom toolbar shows the session, mode, context gauge, ``compacting…`` and cost.
+- Ctrl-C during a turn aborts it (the supervisor recovers and checkpoints); at the prompt it
+  clears the line, and a second Ctrl-C on an empty line exits, like Ctrl-D and ``\\exit``.
+- SIGTERM ends the run cleanly; the supervisor's shutdown saves the session.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from functools import partial
+from pathlib import Path
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from prompt_toolkit import PromptSession
+from prompt_toolkit.formatted_text import FormattedText
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.patch_stdout import patch_stdout
+
+from actors.config import Settings
+from actors.events import Event
+from actors.store import SessionStore
+from actors.supervisor import Supervisor
+from repl.commands import ExitRequested, run_command
+from repl.completion import HarnessCompleter
+from repl.render import Renderer
+
+HISTORY_FILE = "history"
+
+
+class _Barrier:
+    """Put in the event stream after a turn: set once everything before it was shown."""
+
+    def __init__(self) -> None:
+        self.reached = anyio.Event()
+
+
+def _history(memory_dir: Path) -> FileHistory:
+    path = memory_dir / HISTORY_FILE
+    if not path.exists():
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    return FileHistory(str(path))
+
+
+class Repl:
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        events: MemoryObjectSendStream[Event | _Barrier],
+    ) -> None:
+        self.sup = supervisor
+        self._events = events
+        self._exit_armed = False
+        self.renderer = Renderer(self._ask, self._refresh)
+        settings = supervisor.settings
+        self.session: PromptSession[str] = PromptSession(
+            history=_history(settings.memory_dir),
+            completer=HarnessCompleter(supervisor.store.list_sessions, settings.sandbox_dir),
+            complete_in_thread=True,  # session ids come from the database
+            multiline=True,
+            key_bindings=self._bindings(),
+            bottom_toolbar=self._toolbar,
+            prompt_continuation="... ",
+            refresh_interval=0.5,
+            enable_history_search=False,
+        )
+        self._yes_no: PromptSession[str] = PromptSession()
+        self.session.default_buffer.on_text_changed += self._disarm_exit
+
+    def _disarm_exit(self, _: object) -> None:
+        self._exit_armed = False
+
+    # -- prompt ---------------------------------------------------------------------------
+
+    def _bindings(self) -> KeyBindings:
+        bindings = KeyBindings()
+
+        @bindings.add("enter")
+        def _send(event: KeyPressEvent) -> None:
+            event.current_buffer.validate_and_handle()
+
+        @bindings.add("escape", "enter")
+        def _newline(event: KeyPressEvent) -> None:
+            event.current_buffer.insert_text("\n")
+
+        @bindings.add("c-c")
+        def _interrupt(event: KeyPressEvent) -> None:
+            buffer = event.current_buffer
+            if not buffer.text and self._exit_armed:
+                event.app.exit(exception=EOFError())
+                return
+            buffer.reset()
+            self._exit_armed = True  # until something is typed; the toolbar says so
+            event.app.invalidate()
+
+        return bindings
+
+    def _toolbar(self) -> FormattedText:
+        sup = self.sup
+        if self._exit_armed:
+            return FormattedText([("", " Press Ctrl-C again (or Ctrl-D) to exit ")])
+        tokens = sup.context_tokens()
+        budget = sup.settings.max_context_tokens
+        parts = [
+            sup.title or sup.session_id,
+            sup.settings.mode.value,
+            f"ctx {tokens:,}/{budget:,} ({100 * tokens // budget}%)",
+        ]
+        if sup.compactor is not None and sup.compactor.running:
+            parts.append("compacting…")
+        parts.append(f"${sup.usage.total_cost_usd:.4f}")
+        return FormattedText([("", " " + " │ ".join(parts) + " ")])
+
+    def _refresh(self) -> None:
+        app = self.session.app
+        if app.is_running:
+            app.invalidate()
+
+    async def _ask(self, question: str) -> bool:
+        try:
+            answer = await self._yes_no.prompt_async(question, handle_sigint=False)
+        except (KeyboardInterrupt, EOFError):
+            self.sup.abort()
+            return False
+        return answer.strip().lower() in ("y", "yes")
+
+    # -- loop -----------------------------------------------------------------------------
+
+    async def show_events(self, events: MemoryObjectReceiveStream[Event | _Barrier]) -> None:
+        async with events:
+            async for event in events:
+                if isinstance(event, _Barrier):
+                    event.reached.set()
+                else:
+                    await self.renderer.show(event)
+
+    async def _drain(self) -> None:
+        barrier = _Barrier()
+        await self._events.send(barrier)
+        await barrier.reached.wait()
+
+    async def watch_signals(self, scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                if signum == signal.SIGTERM:
+                    scope.cancel()
+                    return
+                self.sup.abort()  # Ctrl-C while a turn runs (the prompt handles its own)
+
+    async def loop(self) -> None:
+        while True:
+            self._exit_armed = False
+            try:
+                with patch_stdout(raw=True):
+                    text = await self.session.prompt_async("You: ", handle_sigint=False)
+            except EOFError:
+                return
+            except KeyboardInterrupt:
+                continue
+            if not text.strip():
+                continue
+            if text.lstrip().startswith("\\"):
+                try:
+                    reply = await run_command(self.sup, text)
+                except ExitRequested:
+                    return
+                await self._drain()
+                print(reply.text, flush=True)
+                continue
+            await self.turn(text)
+
+    async def turn(self, text: str) -> None:
+        result = await self.sup.run_turn(text)
+        await self._drain()
+        self.renderer.end_line()
+        if result.outcome == "interrupted":
+            print("Interrupted.", flush=True)
+        elif result.outcome == "failed":
+            print(f"Error: {result.text}", flush=True)
+        elif result.outcome == "limit":
+            print(result.text, flush=True)
+
+
+async def _main(
+    settings: Settings, store: SessionStore, resume: str | None, continue_latest: bool
+) -> int:
+    send, receive = anyio.create_memory_object_stream[Event | _Barrier](1000)
+    async with Supervisor.open(
+        settings, store, events=send, resume=resume, continue_latest=continue_latest
+    ) as sup:
+        print(f"Session:          {sup.session_id}")
+        print(f"Memory directory: {settings.memory_dir}")
+        if sup.resumed:
+            print(f"Resumed with {len(sup.messages)} messages in context.")
+        print("Type \\help for commands, Ctrl-D to exit.", flush=True)
+        repl = Repl(sup, send)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(repl.show_events, receive)
+            tg.start_soon(repl.watch_signals, tg.cancel_scope)
+            await repl.loop()
+            tg.cancel_scope.cancel()
+    print(f"Saved session {sup.session_id}.", flush=True)
+    return 0
+
+
+def run_repl(
+    settings: Settings, store: SessionStore, *, resume: str | None, continue_latest: bool
+) -> int:
+    if not sys.stdin.isatty():  # pragma: no cover - print mode handles pipes
+        raise SystemExit("harness: the interactive prompt needs a terminal; use -p")
+    return anyio.run(partial(_main, settings, store, resume, continue_latest),
+                     backend="asyncio")

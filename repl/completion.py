@@ -1,0 +1,70 @@
+"""Completion for the REPL: backslash commands, session ids (with titles), ``@`` file paths."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+
+from repl.commands import COMMANDS, TAKES_SESSION_ID
+
+MAX_PATHS = 200
+
+
+class HarnessCompleter(Completer):
+    """Completes ``\\command``, the session id after ``\\info``/``\\fork``, and ``@path``.
+
+    ``sessions`` returns the listed sessions (a cheap indexed query) when asked; ``sandbox`` is
+    the directory whose files complete after ``@``.
+    """
+
+    def __init__(self, sessions: Callable[[], list[dict[str, Any]]], sandbox: Path) -> None:
+        self._sessions = sessions
+        self._sandbox = sandbox
+
+    def get_completions(
+        self, document: Document, complete_event: CompleteEvent
+    ) -> Iterable[Completion]:
+        text = document.text_before_cursor
+        if text.startswith("\\") and " " not in text:
+            for name, help_text in COMMANDS.items():
+                if name.startswith(text):
+                    yield Completion(name, -len(text), display_meta=help_text)
+            return
+        command, _, argument = text.partition(" ")
+        if command in TAKES_SESSION_ID and " " not in argument:
+            for item in self._sessions():
+                if item["id"].startswith(argument):
+                    yield Completion(
+                        item["id"], -len(argument),
+                        display_meta=item.get("title") or item.get("summary", "")[:60],
+                    )
+            return
+        word = document.get_word_before_cursor(WORD=True)
+        if word.startswith("@"):
+            yield from self._paths(word[1:])
+
+    def _paths(self, partial: str) -> Iterable[Completion]:
+        directory, _, stem = partial.rpartition("/")
+        base = (self._sandbox / directory).resolve()
+        root = self._sandbox.resolve()
+        if base != root and root not in base.parents:
+            return
+        try:
+            entries = sorted(os.scandir(base), key=lambda e: e.name)
+        except OSError:
+            return
+        shown = 0
+        for entry in entries:
+            if entry.name.startswith(".") and not stem.startswith("."):
+                continue
+            if entry.name.startswith(stem):
+                suffix = "/" if entry.is_dir() else ""
+                yield Completion(entry.name + suffix, -len(stem))
+                shown += 1
+                if shown >= MAX_PATHS:
+                    return

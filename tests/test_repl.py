@@ -1,0 +1,222 @@
+"""The REPL end to end: the real ``harness`` in a pseudo-terminal against the scripted server."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from actors.messages import INTERRUPTED_NOTICE
+from actors.store import SessionStore
+from tests.clitools import REPO
+from tests.runtime import pid_alive, wait_for
+from tests.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
+
+PROMPT = "You:"
+UP = "\x1b[A"
+
+
+class Terminal:
+    """A harness REPL in a pty. ``expect`` matches on output; the log keeps everything."""
+
+    def __init__(self, memory_dir: Path, cwd: Path, *args: str) -> None:
+        env = {**os.environ, "AGENT_HARNESS_MEMORY_DIR": str(memory_dir), "PYTHONPATH": str(REPO),
+               "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "OPENAI_API_KEY": "test"}
+        self.child = pexpect.spawn(sys.executable, ["-m", "repl", *args], env=env, cwd=str(cwd),
+                                   encoding="utf-8", timeout=15, dimensions=(40, 160))
+        self.log = io.StringIO()
+        self.child.logfile_read = self.log
+        self.child.expect(r"Session:\s+(\w+)")
+        self.session_id = self.child.match.group(1)
+        self.child.expect(PROMPT)
+
+    def say(self, text: str) -> None:
+        self.child.send(text + "\r")
+
+    def expect(self, pattern: str, timeout: float = 15) -> str:
+        try:
+            self.child.expect(pattern, timeout=timeout)
+        except pexpect.ExceptionPexpect:
+            tail = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", self.log.getvalue())[-2000:]
+            raise AssertionError(f"{pattern!r} not seen; the terminal showed:\n{tail}") from None
+        return str(self.child.before)
+
+    def exit(self) -> int:
+        self.child.sendcontrol("d")
+        self.child.expect(pexpect.EOF)
+        self.child.close()
+        return int(self.child.exitstatus or 0)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    (path / "README.md").write_text("hello")
+    return path
+
+
+@pytest.fixture
+def terminals() -> Iterator[list[Terminal]]:
+    opened: list[Terminal] = []
+    yield opened
+    for terminal in opened:
+        if terminal.child.isalive():
+            terminal.child.terminate(force=True)
+
+
+def start(terminals: list[Terminal], memory_dir: Path, project: Path, *args: str) -> Terminal:
+    terminal = Terminal(memory_dir, project, *args)
+    terminals.append(terminal)
+    return terminal
+
+
+def test_streamed_answer_history_and_ctrl_d(
+    memory_dir: Path, project: Path, terminals: list[Terminal]
+) -> None:
+    with ScriptedServer([Reply("Streaming works fine.", chunk_delay=0.02)]) as server:
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        term.say("first question")
+        term.expect("Assistant: Streaming works fine.")
+        term.expect(PROMPT)
+        assert term.exit() == 0
+    assert SessionStore(memory_dir).info(term.session_id).status == "saved"
+    history = (memory_dir / "history")
+    assert "first question" in history.read_text()
+    assert oct(history.stat().st_mode & 0o777) == "0o600"
+    with ScriptedServer([]) as server:
+        again = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        again.child.send(UP)
+        again.expect("first question")
+        again.child.sendcontrol("c")  # clears the recalled line
+        again.child.sendcontrol("c")  # and a second Ctrl-C on the empty line exits
+        again.child.expect(pexpect.EOF)
+        again.child.close()
+        assert again.child.exitstatus == 0
+        assert server.requests == []
+    assert SessionStore(memory_dir).info(again.session_id).status == "saved"
+
+
+def test_completion_of_commands_and_session_ids(
+    memory_dir: Path, project: Path, terminals: list[Terminal]
+) -> None:
+    store = SessionStore(memory_dir)
+    other = store.create_session(project_root=str(project))
+    store.rename(other, "Parser rewrite")
+    with ScriptedServer([]) as server:
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        term.child.send("\\fo\t")
+        term.expect(re.escape("\\fork") + ".{0,40}copy this session")
+        term.child.sendcontrol("c")
+        term.child.send("\\info \t")
+        term.expect(f"{other}.{{0,40}}Parser rewrite")
+        term.child.send(other + "\r")
+        term.expect("Title:        Parser rewrite")
+        term.say("\\bogus")
+        term.expect("Unknown command \\\\bogus; type \\\\help")
+        term.expect(PROMPT)
+        assert term.exit() == 0
+        assert server.requests == []  # no command called the model
+
+
+def test_ctrl_c_during_a_long_command(
+    memory_dir: Path, project: Path, tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    pid_file = tmp_path / "pid"
+    script = [
+        Reply(tool_calls=[ToolCall("run_bash", {"command": f"echo $$ > {pid_file}; sleep 60"})]),
+        Reply("Next answer."),
+    ]
+    with ScriptedServer(script) as server:
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url,
+                     "--mode", "dangerouslySkipPermissions")
+        term.say("run the long thing")
+        term.expect(r"\[tool\] run_bash")
+        bash = int(wait_for(pid_file))
+        term.child.sendintr()
+        term.expect("Interrupted.", timeout=5)
+        term.expect(PROMPT)
+        assert not pid_alive(bash)
+        term.say("and now?")
+        term.expect("Next answer.")
+        term.expect(PROMPT)
+        assert term.exit() == 0
+        sent = server.requests[1]["messages"]
+    assert tool_pairing_errors(sent) == []
+    assert INTERRUPTED_NOTICE in sent[-2]["content"]
+
+
+def test_ctrl_c_during_a_streamed_answer(
+    memory_dir: Path, project: Path, terminals: list[Terminal]
+) -> None:
+    script = [Reply("tick " * 300, chunk_delay=0.05), Reply("Short one.")]
+    with ScriptedServer(script) as server:
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        term.say("count")
+        term.expect("tick tick")
+        term.child.sendintr()
+        term.expect("Interrupted.", timeout=5)
+        term.expect(PROMPT)
+        term.say("shorter please")
+        term.expect("Short one.")
+        term.expect(PROMPT)
+        assert term.exit() == 0
+        sent = server.requests[1]["messages"]
+    assert sent[-2]["role"] == "assistant" and sent[-2]["content"].endswith(
+        "[interrupted by the user]")
+
+
+def test_approval_is_asked_inline(
+    memory_dir: Path, project: Path, terminals: list[Terminal]
+) -> None:
+    script = [Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "x"})]),
+              Reply("Asked.")]
+    with ScriptedServer(script) as server:
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        term.say("write it")
+        term.expect(re.escape("Allow write_file: a.txt (1 chars)? [y/N]"))
+        term.say("y")
+        term.expect("Asked.")
+        term.expect(PROMPT)
+        assert term.exit() == 0
+    assert (project / "a.txt").read_text() == "x"
+
+
+def test_title_info_fork_compact(
+    memory_dir: Path, project: Path, terminals: list[Terminal]
+) -> None:
+    script = [Reply("First answer. " + "Some detail. " * 80), Reply("Second answer."),
+              Reply("Summary: the user asked two questions.")]
+    with ScriptedServer(script) as server:
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        term.say("question one")
+        term.expect("First answer.")
+        term.say("question two")
+        term.expect("Second answer.")
+        term.say("\\title Cache investigation")
+        term.expect("Title set: Cache investigation")
+        term.say("\\info")
+        term.expect("Title:        Cache investigation")
+        term.expect("Compactions:  0")
+        term.say("\\compact")
+        term.expect(r"Context compacted: \d+ -> \d+ tokens")
+        term.say("\\info")
+        term.expect(r"Compactions:  1 \(last: \d+ -> \d+ tokens")
+        term.say("\\fork")
+        term.expect(r"Fork created: (\w+) \(resume it separately\)")
+        fork_id = term.child.match.group(1)
+        term.expect(PROMPT)
+        assert term.exit() == 0
+        server.assert_done()
+    store = SessionStore(memory_dir)
+    fork = store.info(fork_id)
+    assert fork.parent_id == term.session_id and fork.title == "Cache investigation"
+    assert len(store.info(term.session_id).compactions) == 1
+    summary_request = server.requests[2]
+    assert summary_request["temperature"] == 0 and summary_request["max_tokens"] == 1024
