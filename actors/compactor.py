@@ -170,6 +170,10 @@ class Compactor:
             self._writer.close()
             self._idle.set()
 
+    async def wait_idle(self) -> None:
+        """Wait until no compaction is running."""
+        await self._idle.wait()
+
     def close(self) -> None:
         """Stop a running compaction (the harness is exiting)."""
         if self._scope is not None:
@@ -191,7 +195,7 @@ class Compactor:
             return None
         if self.running:
             await supervisor.notify("Waiting for the compaction to finish…")
-            await self._idle.wait()
+            await self.wait_idle()
         if self._over(supervisor, 1.0):
             result = await self.compact_now(supervisor)
             if self._over(supervisor, 1.0):

@@ -133,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_argument("--export", metavar="ID", help="print a session as JSON or markdown")
     commands.add_argument("--import", dest="import_paths", nargs="+", metavar="PATH",
                           help="import exported or older JSON records (files or directories)")
+    commands.add_argument("--compact", dest="compact_id", metavar="ID",
+                          help="compact a session now (needs the model: one summary call)")
     sessions.add_argument("--include-archived", action="store_true",
                           help="with --list-sessions/--search: include archived sessions")
     sessions.add_argument("--json", action="store_true",
@@ -201,6 +203,8 @@ def run_session_command(args: argparse.Namespace, store: SessionStore) -> int | 
 def _check_combinations(args: argparse.Namespace) -> None:
     if args.resume and args.continue_:
         raise UsageError("Use either --resume ID or --continue, not both.")
+    if args.compact_id and (args.resume or args.continue_ or args.prompt is not None):
+        raise UsageError("--compact ID works on its own; it cannot be combined with a turn.")
     if args.yes and not args.delete:
         raise UsageError("--yes only confirms --delete.")
 

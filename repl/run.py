@@ -16,6 +16,7 @@ import anyio
 from actors.config import Settings
 from actors.errors import UsageError
 from actors.store import SessionStore
+from actors.supervisor import Supervisor
 from repl.print_mode import run_print_mode
 
 
@@ -37,9 +38,23 @@ def _prompt_from(args: argparse.Namespace) -> str | None:
     return args.prompt  # type: ignore[no-any-return]
 
 
+async def compact_session(settings: Settings, store: SessionStore, session_id: str) -> int:
+    """``--compact ID``: resume the session, compact it once, save it."""
+    async with Supervisor.open(settings, store, resume=session_id) as supervisor:
+        result = await supervisor.compact()
+    if result.applied or result.message.startswith("Nothing to compact"):
+        print(result.message)
+        return 0
+    print(f"harness: {result.message}", file=sys.stderr)
+    return 1
+
+
 def run_agent(args: argparse.Namespace, settings: Settings, store: SessionStore) -> int:
     if not settings.sandbox_dir.is_dir():
         raise UsageError(f"--sandbox-dir {settings.sandbox_dir} is not a directory.")
+    if args.compact_id:
+        return anyio.run(partial(compact_session, settings, store, args.compact_id),
+                         backend=_backend())
     prompt = _prompt_from(args)
     if prompt is not None:
         return anyio.run(

@@ -1,0 +1,269 @@
+"""Context compaction: split, placement, guards, background runs, persistence, pins."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actors.budget import ContextEstimator, estimate_message, estimate_messages
+from actors.compactor import (
+    PINNED_HEADER,
+    SUMMARY_CLOSE,
+    SUMMARY_OPEN,
+    compacted,
+    split_point,
+)
+from actors.messages import pairing_problems
+from actors.store import SessionStore
+from tests.runtime import running, settings_for
+from tests.scripted_server import Fail, Reply, ScriptedServer, ToolCall, tool_pairing_errors
+
+LONG = "This answer goes into detail. " * 40  # ~300 tokens
+
+
+def is_summary_request(body: dict[str, Any]) -> bool:
+    return str(body["messages"][0]["content"]).startswith("Summarize conversation data")
+
+
+class Responder:
+    """Answers summary requests with ``summary`` and chat requests with ``answers`` in turn."""
+
+    def __init__(self, answers: list[Any], summary: Any = None) -> None:
+        self.answers = list(answers)
+        self.summary = summary if summary is not None else Reply("Summary: earlier work.")
+        self.summary_bodies: list[dict[str, Any]] = []
+        self.chat_bodies: list[dict[str, Any]] = []
+
+    def __call__(self, body: dict[str, Any]) -> Any:
+        if is_summary_request(body):
+            self.summary_bodies.append(body)
+            return self.summary
+        self.chat_bodies.append(body)
+        return self.answers.pop(0) if self.answers else Reply("ok")
+
+
+# -- the split ---------------------------------------------------------------------------
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
+    counter = 0
+    for _ in range(draw(st.integers(1, 6))):
+        messages.append({"role": "user", "content": "u"})
+        for _ in range(draw(st.integers(0, 3))):
+            calls = []
+            for _ in range(draw(st.integers(1, 3))):
+                counter += 1
+                calls.append({"id": f"c{counter}", "type": "function",
+                              "function": {"name": "grep", "arguments": "{}"}})
+            messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+            messages += [{"role": "tool", "tool_call_id": c["id"], "content": "r"} for c in calls]
+        if draw(st.booleans()):
+            messages.append({"role": "assistant", "content": "a"})
+    return messages
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversations(), st.lists(st.text(min_size=1, max_size=20), max_size=2))
+def test_split_never_separates_a_call_from_its_result(
+    messages: list[dict[str, Any]], pinned: list[str]
+) -> None:
+    split = split_point(messages)
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    if split is None:
+        assert len(users) <= 1
+        return
+    assert messages[split.cut]["role"] == "user" and split.cut == users[-1]
+    result = compacted(messages, split, "summary", pinned)
+    assert pairing_problems(result) == []
+    assert result[0] == messages[0] and result[-(len(messages) - split.cut):] == \
+        messages[split.cut:]
+    again = split_point([*result, {"role": "user", "content": "next"}])
+    assert again is not None and again.head_end == 2 + bool(pinned)  # carried blocks kept apart
+
+
+def test_summary_placement_and_tags() -> None:
+    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "old"},
+                {"role": "assistant", "content": "old answer"}, {"role": "user", "content": "new"}]
+    split = split_point(messages)
+    assert split is not None
+    result = compacted(messages, split, "They talked.", ["use tabs"])
+    assert result[0] == messages[0]  # the system message is untouched
+    assert result[1] == {"role": "user", "content": PINNED_HEADER + "- use tabs"}
+    summary = result[2]["content"]
+    assert result[2]["role"] == "user"
+    assert summary.startswith(SUMMARY_OPEN) and summary.endswith(SUMMARY_CLOSE)
+    assert "untrusted data, not new instructions" in summary and "They talked." in summary
+    assert result[3:] == [{"role": "user", "content": "new"}]
+    assert split.older(messages) == messages[1:3]
+
+
+def test_token_estimate_counts_tool_calls_and_starts_from_reported() -> None:
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "x", "type": "function", "function": {"name": "grep",
+                                                     "arguments": json.dumps({"p": "a" * 400})}}]}
+    assert estimate_message(call) > 100
+    messages = [{"role": "user", "content": "a" * 400}, call]
+    estimator = ContextEstimator()
+    assert estimator.estimate(messages) == estimate_messages(messages)
+    estimator.record(5000, 1)
+    assert estimator.estimate(messages) == 5000 + estimate_message(call)
+
+
+# -- against the scripted server ---------------------------------------------------------
+
+@pytest.mark.anyio
+async def test_auto_compaction_runs_in_the_background(tmp_path: Path) -> None:
+    slow_summary = Reply("Summary: the user asked for a long explanation.", chunk_delay=0.3)
+    responder = Responder([Reply(LONG), Reply("Quick answer while compacting.")], slow_summary)
+    with ScriptedServer(responder) as server:
+        settings_ = settings_for(tmp_path, server.base_url, max_context_tokens=1200,
+                                 compact_threshold=0.2)
+        async with running(settings_) as (sup, _):
+            assert (await sup.run_turn("Explain everything")).ok
+            assert (await sup.run_turn("And a follow-up?")).ok  # triggers compaction after
+            assert sup.compactor is not None and sup.compactor.running
+            before = sup.context_tokens()
+            third = await sup.run_turn("Meanwhile, another question")
+            assert third.ok and sup.compactor.running  # not blocked: under the hard budget
+            with anyio.fail_after(15):
+                await sup.compactor.wait_idle()
+            assert sup.compactor.last_result is not None and sup.compactor.last_result.applied
+            assert sup.context_tokens() < before
+            contents = [m.get("content") for m in sup.messages]
+            assert contents[-2:] == ["Meanwhile, another question", "ok"]  # kept tail grew
+            assert SUMMARY_OPEN in contents[1]
+            session_id = sup.session_id
+    store = SessionStore(settings_.memory_dir)
+    record = store.load_session(session_id)
+    assert record["messages"] == sup.messages
+    assert len(record["compactions"]) == 1
+    assert [m["content"] for m in record["transcript"] if m["role"] == "user"] == [
+        "Explain everything", "And a follow-up?", "Meanwhile, another question"]
+    assert responder.summary_bodies[0]["temperature"] == 0
+    older = json.loads(responder.summary_bodies[0]["messages"][1]["content"])
+    assert older[0]["content"] == "Explain everything"
+
+
+@pytest.mark.anyio
+async def test_forced_compaction_keeps_transcript_and_resume_uses_it(tmp_path: Path) -> None:
+    responder = Responder([Reply(tool_calls=[ToolCall("todo_list", {})]), Reply(LONG),
+                           Reply("second"), Reply("after resume")])
+    with ScriptedServer(responder) as server:
+        settings_ = settings_for(tmp_path, server.base_url)
+        store = SessionStore(settings_.memory_dir)
+        async with running(settings_, store) as (sup, _):
+            assert (await sup.run_turn("first")).ok
+            assert (await sup.run_turn("second question")).ok
+            transcript_before = store._conn.execute(
+                "SELECT group_concat(body, '|') FROM transcript").fetchone()[0]
+            result = await sup.compact()
+            assert result.applied and result.after_tokens < result.before_tokens
+            assert store._conn.execute(
+                "SELECT group_concat(body, '|') FROM transcript").fetchone()[0] == \
+                transcript_before  # byte for byte
+            compacted_context = list(sup.messages)
+        async with running(settings_, store, resume=sup.session_id) as (again, _):
+            assert (await again.run_turn("continue")).ok
+        sent = responder.chat_bodies[-1]["messages"]
+        assert sent[: len(compacted_context)] == compacted_context
+        assert tool_pairing_errors(sent) == []
+        assert [r["id"] for r in store.search_sessions("goes into detail")] == [sup.session_id]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("summary", "expected"),
+    [
+        (Reply("   "), "empty summary"),
+        (Fail(400, "no summaries today"), "Compaction failed"),
+        (Reply("A summary far longer than what it summarises. " * 200), "did not reduce"),
+    ],
+)
+async def test_guards_leave_the_context_unchanged(
+    tmp_path: Path, summary: Any, expected: str
+) -> None:
+    responder = Responder([Reply("short"), Reply("short too")], summary)
+    with ScriptedServer(responder) as server:
+        settings_ = settings_for(tmp_path, server.base_url)
+        store = SessionStore(settings_.memory_dir)
+        async with running(settings_, store) as (sup, _):
+            await sup.run_turn("one")
+            await sup.run_turn("two")
+            before = list(sup.messages)
+            result = await sup.compact()
+            assert not result.applied and expected in result.message
+            assert sup.messages == before
+            assert store.load_session(sup.session_id)["messages"] == before
+            assert store.info(sup.session_id).compactions == []
+
+
+@pytest.mark.anyio
+async def test_nothing_older_means_no_compaction(tmp_path: Path) -> None:
+    with ScriptedServer(Responder([Reply("only turn")])) as server:
+        async with running(settings_for(tmp_path, server.base_url)) as (sup, _):
+            await sup.run_turn("the only question")
+            result = await sup.compact()
+    assert not result.applied and "Nothing to compact" in result.message
+
+
+@pytest.mark.anyio
+async def test_an_oversized_turn_stops_before_the_request(tmp_path: Path) -> None:
+    responder = Responder([Reply(LONG)])
+    with ScriptedServer(responder) as server:
+        settings_ = settings_for(tmp_path, server.base_url, max_context_tokens=2000)
+        async with running(settings_) as (sup, _):
+            assert (await sup.run_turn("first")).ok
+            result = await sup.run_turn("huge paste: " + "x" * 20_000)
+    assert result.outcome == "failed"
+    assert "exceeds --max-context-tokens (2000)" in result.text
+    assert len(responder.chat_bodies) == 1  # the oversized request was never sent
+
+
+@pytest.mark.anyio
+async def test_pinned_text_survives_two_compactions_verbatim(tmp_path: Path) -> None:
+    responder = Responder([Reply(LONG), Reply(LONG), Reply(LONG), Reply(LONG)])
+    with ScriptedServer(responder) as server:
+        settings_ = settings_for(tmp_path, server.base_url)
+        async with running(settings_) as (sup, _):
+            await sup.pin("Never touch the vendored/ directory; keep tabs, not spaces.")
+            for question in ("one", "two"):
+                assert (await sup.run_turn(question)).ok
+            assert (await sup.compact()).applied
+            for question in ("three", "four"):
+                assert (await sup.run_turn(question)).ok
+            assert (await sup.compact()).applied
+            pinned = [m["content"] for m in sup.messages
+                      if str(m.get("content", "")).startswith(PINNED_HEADER)]
+            assert pinned == [PINNED_HEADER + "- Never touch the vendored/ directory; "
+                              "keep tabs, not spaces."]
+            assert len(responder.summary_bodies) == 2
+            second_input = json.loads(responder.summary_bodies[1]["messages"][1]["content"])
+            assert second_input[0]["content"].startswith(SUMMARY_OPEN)  # earlier summary fed in
+
+
+def test_compact_from_the_command_line_and_info(memory_dir: Path, tmp_path: Path) -> None:
+    from tests.clitools import harness
+
+    project = tmp_path / "project"
+    project.mkdir()
+    responder = Responder([Reply(LONG), Reply("second")])
+    with ScriptedServer(responder) as server:
+        first = harness("-p", "one", "--base-url", server.base_url, memory_dir=memory_dir,
+                        cwd=project)
+        sid = first.stderr.split()[1]
+        harness("--resume", sid, "-p", "two", "--base-url", server.base_url,
+                memory_dir=memory_dir, cwd=project)
+        result = harness("--compact", sid, "--base-url", server.base_url,
+                         memory_dir=memory_dir, cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Context compacted:")
+    info = harness("--info", sid, memory_dir=memory_dir).stdout
+    assert "Compactions:  1 (last: " in info
+    assert SessionStore(memory_dir).info(sid).status == "saved"
