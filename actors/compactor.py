@@ -68,7 +68,9 @@ class CompactRequest:
 
 
 def summary_message(summary: str) -> Message:
-    return {"role": "user", "content": SUMMARY_OPEN + SUMMARY_HEADER + summary + SUMMARY_CLOSE}
+    """The summary as data; a closing tag inside it cannot end the data block early."""
+    safe = summary.replace("</session_context_data", "&lt;/session_context_data")
+    return {"role": "user", "content": SUMMARY_OPEN + SUMMARY_HEADER + safe + SUMMARY_CLOSE}
 
 
 def pinned_message(pinned: Sequence[str]) -> Message:

@@ -41,7 +41,14 @@ from actors.errors import (
 from actors.events import ContextGauge, Event, Notice, ToolCallFinished
 from actors.ids import new_session_id
 from actors.mailbox import ActorGone, ask
-from actors.messages import Message, open_call_ids, tool_calls_of, tool_result
+from actors.messages import (
+    NOT_STARTED_NOTICE,
+    Message,
+    open_call_ids,
+    repair,
+    tool_calls_of,
+    tool_result,
+)
 from actors.model_client import ModelClient, ModelOutcome, ModelRequest
 from actors.planning import Planning
 from actors.prompts import read_memory_notes, system_prompt
@@ -305,6 +312,7 @@ class Supervisor:
         finally:
             turn.cancel("the turn ended")  # nothing of this turn may outlive it
             self._turn = None
+            self._answer_unstarted_calls()
             if self.compactor is not None:
                 await self.compactor.after_turn(self)
 
@@ -353,6 +361,15 @@ class Supervisor:
             f"Stopped after {self.settings.max_turns} model requests for this message "
             "(--max-turns). Send another message to go on.",
         )
+
+    def _answer_unstarted_calls(self) -> None:
+        """After a turn that stopped between the model's tool calls and their batch (its
+        checkpoint failed), answer those calls in memory: they never ran. The next
+        checkpoint saves the answers; the in-memory context stays sendable."""
+        fixed = repair(self.messages, lambda _: NOT_STARTED_NOTICE + "\n(The turn stopped "
+                       "before this call ran: the session could not be saved.)")
+        if fixed.added:
+            self.messages = fixed.messages
 
     def _limit_reached(self) -> str | None:
         s = self.settings

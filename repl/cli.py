@@ -135,11 +135,17 @@ def build_parser() -> argparse.ArgumentParser:
                           help="import exported or older JSON records (files or directories)")
     commands.add_argument("--compact", dest="compact_id", metavar="ID",
                           help="compact a session now (needs the model: one summary call)")
+    commands.add_argument("--doctor", action="store_true",
+                          help="check the session store: integrity, search index, every "
+                          "session, lock files, older records")
     sessions.add_argument("--include-archived", action="store_true",
                           help="with --list-sessions/--search: include archived sessions")
     sessions.add_argument("--json", action="store_true",
                           help="with --list-sessions/--search/--info: print JSON")
     sessions.add_argument("--yes", action="store_true", help="confirm --delete")
+    sessions.add_argument("--repair", action="store_true",
+                          help="with --doctor: rebuild the search index and copy damaged "
+                          "sessions into new ones (originals are never edited)")
     sessions.add_argument("--format", choices=["json", "markdown"], default="json",
                           help="with --export (default: json)")
     return parser
@@ -207,6 +213,8 @@ def _check_combinations(args: argparse.Namespace) -> None:
         raise UsageError("--compact ID works on its own; it cannot be combined with a turn.")
     if args.yes and not args.delete:
         raise UsageError("--yes only confirms --delete.")
+    if args.repair and not args.doctor:
+        raise UsageError("--repair goes with --doctor.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -214,6 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _check_combinations(args)
         settings = settings_from(args)
+        if args.doctor:
+            return session_commands.doctor(settings.memory_dir, repair=args.repair)
         store = open_store(settings)
         try:
             status = run_session_command(args, store)

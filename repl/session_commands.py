@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
-from actors.errors import UsageError
-from actors.store import SessionInfo, SessionStore, to_markdown
+from actors.errors import StorageError, UsageError
+from actors.store import SessionInfo, SessionStore, timestamp, to_markdown
+from actors.store._sqlite import DB_NAME
 
 PREVIEW_CHARS = 120
 
@@ -175,3 +177,47 @@ def import_(
         else:
             print(f"Imported {result.session_id} ({result.source})", file=out)
     return 2 if failed else 0
+
+
+def doctor(memory_dir: Path, *, repair: bool, out: TextIO = sys.stdout) -> int:
+    """``--doctor [--repair]``: 0 when nothing serious is (left) wrong, else 1."""
+    from actors.store._doctor import examine, render, repair_store
+
+    try:
+        store = SessionStore(memory_dir)
+    except StorageError as exc:
+        print(f"Problems:\n  database: {exc}", file=out)
+        if not repair:
+            return 1
+        moved = set_aside(memory_dir)
+        print(f"Moved the unreadable database aside: {moved}. A new, empty store starts "
+              "next time; import exports with --import.", file=out)
+        return 0
+    with store:
+        for warning in store.import_warnings:
+            print(f"Note: {warning}", file=out)
+        report = examine(store)
+        print("\n".join(render(store, report)), file=out)
+        if not repair:
+            if report.serious:
+                print("Run `harness --doctor --repair` to rebuild the index and copy damaged "
+                      "sessions into new ones.", file=out)
+            return 1 if report.serious else 0
+        done = repair_store(store, report)
+    print("Repairs:", file=out)
+    for line in done or ["Nothing to repair."]:
+        print(f"  {line}", file=out)
+    return 0
+
+
+def set_aside(memory_dir: Path) -> Path:
+    """Rename an unreadable database (and its WAL files) aside; the new name."""
+    suffix = f".damaged-{timestamp().replace(':', '')}"
+    database = memory_dir / DB_NAME
+    target = database.with_name(DB_NAME + suffix)
+    database.rename(target)
+    for extra in ("-wal", "-shm"):
+        side = memory_dir / (DB_NAME + extra)
+        if side.exists():
+            side.rename(side.with_name(DB_NAME + suffix + extra))
+    return target

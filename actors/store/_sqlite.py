@@ -24,6 +24,7 @@ import math
 import operator
 import os
 import re
+import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -124,16 +125,29 @@ _CAUSES = {
 }
 
 
+DOCTOR_HINT = "run `harness --doctor` to check it and `harness --doctor --repair` to repair"
+
+
 @contextlib.contextmanager
-def _translated(db_path: Path) -> Iterator[None]:
-    """Turn sqlite3 and OS errors into :class:`StorageError` naming the cause (one boundary)."""
+def _translated(db_path: Path, session_id: str | None = None) -> Iterator[None]:
+    """Turn sqlite3 and OS errors into :class:`StorageError` naming the cause (one boundary).
+
+    Damage found while reading one session is reported as that session's
+    (:class:`CorruptSession`); other sessions may well be readable.
+    """
     try:
         yield
     except sqlite3.Error as exc:
         code = _primary_code(exc)
         if code in (11, 26):  # SQLITE_CORRUPT, SQLITE_NOTADB
-            raise StorageError(f"The session store {db_path} is damaged: {exc}") from exc
+            if session_id is not None:
+                raise CorruptSession(session_id, f"{exc}; {DOCTOR_HINT}") from exc
+            raise StorageError(
+                f"The session store {db_path} is damaged ({exc}); {DOCTOR_HINT}."
+            ) from exc
         cause = _CAUSES.get(code)
+        if code in (8, 14) and not os.access(db_path.parent, os.W_OK):
+            cause = "The session store's directory is read-only (cannot write there)"
         if cause is None:
             text = str(exc)
             if "full" in text:
@@ -147,11 +161,44 @@ def _translated(db_path: Path) -> Iterator[None]:
         raise StorageError(f"{exc.strerror or exc} ({exc.filename or db_path}).") from exc
 
 
+def _pad_if_truncated(db_path: Path) -> str | None:
+    """If the database file is shorter than its header says, keep a copy and pad it back.
+
+    A truncated file makes SQLite refuse every query; padded with empty pages, the intact
+    pages (and the sessions stored in them) read again, and only sessions whose rows were in
+    the lost part are damaged (reported by id when loaded). Returns a warning, or None.
+    """
+    try:
+        with open(db_path, "rb") as f:
+            header = f.read(100)
+        size = db_path.stat().st_size
+    except OSError:
+        return None
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\0"):
+        return None
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    if header[92:96] != header[24:28] or page_size < 512 or pages * page_size <= size:
+        return None
+    backup = db_path.with_name(f"{db_path.name}.truncated-{timestamp().replace(':', '')}")
+    shutil.copyfile(db_path, backup)
+    os.chmod(backup, 0o600)
+    with open(db_path, "r+b") as f:
+        f.truncate(pages * page_size)
+    return (
+        f"The session store was truncated ({size // page_size} of {pages} pages); a copy is "
+        f"kept at {backup}. Sessions stored in the lost part are damaged; {DOCTOR_HINT}."
+    )
+
+
 def _loads(session_id: str, body: str, what: str) -> Any:
     try:
         return json.loads(body)
     except (TypeError, ValueError) as exc:
-        raise CorruptSession(session_id, f"{what} is not valid JSON ({exc})") from None
+        raise CorruptSession(
+            session_id, f"{what} is not valid JSON ({exc}); {DOCTOR_HINT}"
+        ) from None
 
 
 def _session_text(title: str, summary: str, compaction_summaries: Iterable[str]) -> str:
@@ -179,6 +226,10 @@ class SessionStore:
                     os.chmod(directory, 0o700)
             if not self.db_path.exists():
                 os.close(os.open(self.db_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            elif not self.db_path.with_name(DB_NAME + "-wal").exists():
+                warning = _pad_if_truncated(self.db_path)
+                if warning:
+                    self.import_warnings.append(warning)
             conn = sqlite3.connect(
                 self.db_path, isolation_level=None, check_same_thread=False, timeout=10.0
             )
@@ -224,8 +275,9 @@ class SessionStore:
         return _lease.held_elsewhere(self.lock_path(session_id))
 
     @contextlib.contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._lock, _translated(self.db_path):
+    def _read(self, session_id: str | None = None) -> Iterator[sqlite3.Connection]:
+        """A read transaction (a consistent snapshot); damage is blamed on ``session_id``."""
+        with self._lock, _translated(self.db_path, session_id):
             self._conn.execute("BEGIN")
             try:
                 yield self._conn
@@ -544,7 +596,7 @@ class SessionStore:
         messages they have in common.
         """
         check_session_id(session_id)
-        with self._read() as conn:
+        with self._read(session_id) as conn:
             row = self._row(conn, session_id)
             self._context(conn, session_id, row)  # validates and caches the context
             by_mid: dict[int, Message] = {}
@@ -572,7 +624,7 @@ class SessionStore:
     def load_context(self, session_id: str) -> list[Message]:
         """Only the working context, repaired as in :meth:`load_session`."""
         check_session_id(session_id)
-        with self._read() as conn:
+        with self._read(session_id) as conn:
             row = self._row(conn, session_id)
             context = self._context(conn, session_id, row)
             phases = self._phases(conn, row["rid"])
@@ -580,7 +632,7 @@ class SessionStore:
 
     def info(self, session_id: str) -> SessionInfo:
         check_session_id(session_id)
-        with self._read() as conn:
+        with self._read(session_id) as conn:
             row = self._row(conn, session_id)
             compactions = self._compactions(conn, row["rid"])
         meta = self._meta(session_id, row)
@@ -812,7 +864,7 @@ class SessionStore:
         """
         with self.lease(session_id):
             check_session_id(session_id)
-            with self._read() as conn:
+            with self._read(session_id) as conn:
                 row = self._row(conn, session_id)
                 context = self._context(conn, session_id, row)
                 phases = self._phases(conn, row["rid"])

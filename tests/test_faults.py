@@ -1,0 +1,184 @@
+"""Faults at the storage boundary: a full disk, a read-only store, damaged files."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.errors import CorruptSession
+from actors.messages import pairing_problems
+from actors.store import SessionStore
+from tests.clitools import harness
+from tests.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
+
+
+@pytest.fixture
+def tiny_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MB tmpfs (the tests run as root here; elsewhere they cannot make one)."""
+    mount_point = tmp_path / "tiny"
+    mount_point.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def fill(directory: Path) -> Path:
+    """Fill the file system of ``directory`` completely; return the filler file."""
+    filler = directory / "filler"
+    with contextlib.suppress(OSError), open(filler, "wb") as f:
+        while True:
+            f.write(b"\0" * 65536)
+            f.flush()
+    with contextlib.suppress(OSError), open(filler, "ab") as f:  # the last few bytes
+        for _ in range(65536):
+            f.write(b"\0")
+            f.flush()
+    return filler
+
+
+def test_full_disk_stops_the_turn_and_loses_nothing(tiny_fs: Path, tmp_path: Path) -> None:
+    memory_dir = tiny_fs / "memory"
+    project = tmp_path / "project"
+    project.mkdir()
+    marker = project / "tool-ran"
+    with ScriptedServer([Reply("Hello.")]) as server:
+        first = harness("-p", "hello", "--base-url", server.base_url, memory_dir=memory_dir,
+                        cwd=project)
+    assert first.returncode == 0, first.stderr
+    sid = first.stderr.split()[1]
+
+    def fill_then_call_a_tool(body: dict[str, Any]) -> Any:
+        fill(tiny_fs)
+        return Reply(tool_calls=[ToolCall("run_bash", {"command": f"touch {marker}"})])
+
+    with ScriptedServer(fill_then_call_a_tool) as server:
+        failed = harness("--resume", sid, "-p", "now do something", "--base-url",
+                         server.base_url, "--mode", "dangerouslySkipPermissions",
+                         memory_dir=memory_dir, cwd=project)
+        requests = len(server.requests)
+    assert failed.returncode == 1
+    assert "No space left on device" in failed.stderr and "Traceback" not in failed.stderr
+    assert "last saved checkpoint is intact" in failed.stderr
+    assert requests == 1 and not marker.exists()  # no tool ran, no further request was sent
+
+    (tiny_fs / "filler").unlink()
+    with ScriptedServer([Reply("Back again.")]) as server:
+        resumed = harness("--resume", sid, "-p", "space is back", "--base-url", server.base_url,
+                          memory_dir=memory_dir, cwd=project)
+        sent = server.requests[0]["messages"]
+    assert resumed.returncode == 0, resumed.stderr
+    assert [m["content"] for m in sent if m["role"] == "user"] == [
+        "hello", "now do something", "space is back"]
+    assert tool_pairing_errors(sent) == []
+    assert not marker.exists()
+
+
+def test_read_only_store_is_reported_with_its_cause(memory_dir: Path, tmp_path: Path) -> None:
+    store = SessionStore(memory_dir)
+    sid = store.create_session(messages=[{"role": "system", "content": "s"}])
+    store.close()
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    made = subprocess.run(["mount", "--bind", "-o", "ro", str(memory_dir), str(read_only)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot bind-mount read-only here: {made.stderr.strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(read_only)], check=True)
+        result = harness("--rename", sid, "new title", memory_dir=read_only)
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        assert "read-only" in result.stderr.lower()
+    finally:
+        subprocess.run(["umount", "-l", str(read_only)], check=False)
+    assert SessionStore(memory_dir).info(sid).title == ""
+
+
+def test_garbage_database_file_gives_one_clear_line(memory_dir: Path) -> None:
+    memory_dir.mkdir(mode=0o700)
+    (memory_dir / "sessions.sqlite3").write_bytes(b"this is not a database" * 100)
+    result = harness("--list-sessions", memory_dir=memory_dir)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "damaged" in result.stderr and "harness --doctor" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _session_with_pages(store: SessionStore, text: str, count: int) -> str:
+    return store.create_session(messages=[{"role": "system", "content": "s"}] + [
+        {"role": "user", "content": f"{text} {i} " + "z" * 3000} for i in range(count)])
+
+
+def test_truncated_database_keeps_healthy_sessions_and_names_damaged_ones(
+    memory_dir: Path, tmp_path: Path
+) -> None:
+    store = SessionStore(memory_dir)
+    healthy = _session_with_pages(store, "healthy", 3)
+    originals = {healthy: store.load_session(healthy)["messages"]}
+    for n in range(4):
+        sid = _session_with_pages(store, f"bulk{n}", 25)
+        originals[sid] = store.load_session(sid)["messages"]
+    store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    pristine = (memory_dir / "sessions.sqlite3").read_bytes()
+    damaged_seen = 0
+    for lost_pages in (20, 60, 120):
+        path = memory_dir / "sessions.sqlite3"
+        path.write_bytes(pristine[: len(pristine) - lost_pages * 4096])
+        fresh = SessionStore(memory_dir)
+        assert any("truncated" in w for w in fresh.import_warnings)
+        assert fresh.load_session(healthy)["messages"] == originals[healthy]
+        for sid, messages in originals.items():
+            try:
+                loaded = fresh.load_session(sid)["messages"]
+            except CorruptSession as exc:
+                assert f"Session '{sid}' is damaged" in str(exc)
+                damaged_seen += 1
+            else:
+                assert loaded == messages  # whole, or not at all: never half-loaded
+        fresh.close()
+    assert damaged_seen > 0
+    assert list(memory_dir.glob("sessions.sqlite3.truncated-*"))  # the damaged file is kept
+
+
+def test_doctor_reports_and_repairs_into_a_new_session(memory_dir: Path) -> None:
+    store = SessionStore(memory_dir)
+    good = store.create_session(messages=[{"role": "user", "content": "fine"}])
+    bad = store.create_session(messages=[
+        {"role": "system", "content": "s"}, {"role": "user", "content": "keep me"},
+        {"role": "assistant", "content": "answer one"}, {"role": "user", "content": "lost"},
+    ])
+    store.close()
+    with sqlite3.connect(memory_dir / "sessions.sqlite3") as raw:
+        raw.execute("UPDATE transcript SET body = '{not json' WHERE body LIKE '%lost%'")
+        raw.execute("DELETE FROM message_text WHERE rowid IN (SELECT mid FROM transcript "
+                    "WHERE body LIKE '%answer one%')")
+    report = harness("--doctor", memory_dir=memory_dir)
+    assert report.returncode == 1
+    assert f"{bad}: " in report.stdout and "not valid JSON" in report.stdout
+    assert "search index" in report.stdout
+    assert good not in report.stdout.split("Problems")[-1]
+    repaired = harness("--doctor", "--repair", memory_dir=memory_dir)
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    fresh = SessionStore(memory_dir)
+    copies = [s for s in fresh.list_sessions() if s["parent_id"] == bad]
+    assert len(copies) == 1
+    copy = fresh.load_session(copies[0]["id"])
+    assert [m["content"] for m in copy["messages"]] == ["s", "keep me", "answer one"]
+    assert pairing_problems(copy["messages"]) == []
+    assert [r["id"] for r in fresh.search_sessions("answer one")] in (
+        [copies[0]["id"]], [copies[0]["id"], bad], [bad, copies[0]["id"]])
+    assert bad in {r["id"] for r in fresh.search_sessions("answer one")}  # index rebuilt
+    with pytest.raises(CorruptSession):  # the original is never edited in place
+        fresh.load_session(bad)
+    again = harness("--doctor", memory_dir=memory_dir)
+    assert "not valid JSON" in again.stdout  # still reported: the copy is the repair
