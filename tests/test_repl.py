@@ -220,3 +220,37 @@ def test_title_info_fork_compact(
     assert len(store.info(term.session_id).compactions) == 1
     summary_request = server.requests[2]
     assert summary_request["temperature"] == 0 and summary_request["max_tokens"] == 1024
+
+
+def test_help_sessions_todos_pin(
+    memory_dir: Path, project: Path, terminals: list[Terminal]
+) -> None:
+    with ScriptedServer([]) as server:
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        term.say("\\help")
+        term.expect("Alt-Enter or Esc Enter: new line")
+        term.say("\\sessions")
+        term.expect(re.escape(f"* {term.session_id} | "))
+        term.say("\\todos")
+        term.expect("No to-dos.")
+        term.say("\\pin Always run the linter before committing.")
+        term.expect("Pinned: kept verbatim across compactions.")
+        term.expect(PROMPT)
+        assert term.exit() == 0
+        assert server.requests == []
+    state = SessionStore(memory_dir).info(term.session_id).state
+    assert state["pinned"] == ["Always run the linter before committing."]
+
+
+def test_multi_line_input_with_escape_enter(
+    memory_dir: Path, project: Path, terminals: list[Terminal]
+) -> None:
+    with ScriptedServer([Reply("Two lines received.")]) as server:
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        term.child.send("first line")
+        term.child.send("\x1b\r")  # Esc then Enter: a new line, not a send
+        term.child.send("second line\r")
+        term.expect("Two lines received.")
+        term.expect(PROMPT)
+        assert term.exit() == 0
+    assert server.requests[0]["messages"][-1]["content"] == "first line\nsecond line"
