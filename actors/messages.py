@@ -142,6 +142,14 @@ def pairing_problems(messages: Sequence[Message]) -> list[str]:
     return problems
 
 
-def open_call_ids(messages: Sequence[Message]) -> list[str]:
-    """Ids of the tool calls in ``messages`` that have no result yet."""
-    return [m["tool_call_id"] for m in repair(messages).added]
+def open_calls_at_end(messages: Sequence[Message]) -> list[str]:
+    """Unanswered calls of the last assistant message, scanning only from it to the end.
+
+    In a context that was valid before its last batch, this is the only place open calls can
+    be; the cost is the length of that batch, not of the context.
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "assistant":
+            answered = {m.get("tool_call_id") for m in messages[i + 1 :] if m.get("role") == "tool"}
+            return [c for c in call_ids_of(messages[i]) if c not in answered]
+    return []

@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 import openai
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from actors.budget import Usage, estimate_messages
 from actors.events import Event, Notice, StreamRestarted, TextDelta
@@ -234,7 +235,13 @@ class ModelClient:
         if request.max_tokens is not None:
             kwargs["max_tokens"] = request.max_tokens
         assembly = _Assembly()
-        stream = await self._client.chat.completions.create(**kwargs)
+        # The raw post: chat.completions.create() would first walk every message and tool
+        # schema against its type definitions (~0.16 ms per message, on the event loop) to
+        # produce the same JSON for these plain dicts.
+        stream = await self._client.post(
+            "/chat/completions", body=kwargs, cast_to=ChatCompletion, stream=True,
+            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+        )
         async with stream:
             async for chunk in stream:
                 text = assembly.add(chunk)

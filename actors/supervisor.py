@@ -18,6 +18,7 @@ Cancellation:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from typing import Any, Literal
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.budget import ContextEstimator, UsageTotals
+from actors.budget import CHARS_PER_TOKEN, ContextEstimator, UsageTotals
 from actors.checkpoint_writer import CheckpointClient, Write, run_checkpoint_writer
 from actors.compactor import Compactor, CompactRequest, CompactResult
 from actors.config import Settings
@@ -44,8 +45,7 @@ from actors.mailbox import ActorGone, ask
 from actors.messages import (
     NOT_STARTED_NOTICE,
     Message,
-    open_call_ids,
-    repair,
+    open_calls_at_end,
     tool_calls_of,
     tool_result,
 )
@@ -58,6 +58,7 @@ from actors.tools import ToolContext, tool_schemas
 from actors.turn import Turn
 
 SHUTDOWN_SECONDS = 15
+TOOL_SCHEMA_TOKENS = len(json.dumps(tool_schemas())) // CHARS_PER_TOKEN
 Outcome = Literal["answered", "interrupted", "failed", "limit"]
 
 
@@ -258,7 +259,8 @@ class Supervisor:
         }
 
     def context_tokens(self) -> int:
-        return self.estimator.estimate(self.messages)
+        """Estimated size of the next request: the context plus the tool schemas sent."""
+        return self.estimator.estimate(self.messages) + TOOL_SCHEMA_TOKENS
 
     async def notify(self, text: str, level: Any = "info") -> None:
         await self._emit(Notice(text, level))
@@ -366,10 +368,10 @@ class Supervisor:
         """After a turn that stopped between the model's tool calls and their batch (its
         checkpoint failed), answer those calls in memory: they never ran. The next
         checkpoint saves the answers; the in-memory context stays sendable."""
-        fixed = repair(self.messages, lambda _: NOT_STARTED_NOTICE + "\n(The turn stopped "
-                       "before this call ran: the session could not be saved.)")
-        if fixed.added:
-            self.messages = fixed.messages
+        for call_id in open_calls_at_end(self.messages):
+            self.messages.append(tool_result(call_id, NOT_STARTED_NOTICE + "\n(The turn "
+                                             "stopped before this call ran: the session could "
+                                             "not be saved.)"))
 
     def _limit_reached(self) -> str | None:
         s = self.settings
@@ -427,7 +429,7 @@ class Supervisor:
                                                   outcome.status.replace("_", " "), False))
         with contextlib.suppress(HarnessError):
             await self._checkpoint()
-        if open_call_ids(self.messages):
+        if open_calls_at_end(self.messages):
             # The executor could not answer for every call (it crashed or is gone): the
             # store's recovery answers "outcome unknown" or "not executed" from the
             # write-ahead records, and the context is taken back from the store.

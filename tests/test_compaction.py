@@ -21,6 +21,7 @@ from actors.compactor import (
 )
 from actors.messages import pairing_problems
 from actors.store import SessionStore
+from actors.supervisor import TOOL_SCHEMA_TOKENS
 from tests.runtime import running, settings_for
 from tests.scripted_server import Fail, Reply, ScriptedServer, ToolCall, tool_pairing_errors
 
@@ -123,8 +124,10 @@ async def test_auto_compaction_runs_in_the_background(tmp_path: Path) -> None:
     slow_summary = Reply("Summary: the user asked for a long explanation.", chunk_delay=0.3)
     responder = Responder([Reply(LONG), Reply("Quick answer while compacting.")], slow_summary)
     with ScriptedServer(responder) as server:
-        settings_ = settings_for(tmp_path, server.base_url, max_context_tokens=1200,
-                                 compact_threshold=0.2)
+        settings_ = settings_for(tmp_path, server.base_url,
+                                 max_context_tokens=TOOL_SCHEMA_TOKENS + 1200,
+                                 compact_threshold=(TOOL_SCHEMA_TOKENS + 300)
+                                 / (TOOL_SCHEMA_TOKENS + 1200))
         async with running(settings_) as (sup, _):
             assert (await sup.run_turn("Explain everything")).ok
             assert (await sup.run_turn("And a follow-up?")).ok  # triggers compaction after
@@ -217,12 +220,13 @@ async def test_nothing_older_means_no_compaction(tmp_path: Path) -> None:
 async def test_an_oversized_turn_stops_before_the_request(tmp_path: Path) -> None:
     responder = Responder([Reply(LONG)])
     with ScriptedServer(responder) as server:
-        settings_ = settings_for(tmp_path, server.base_url, max_context_tokens=2000)
+        settings_ = settings_for(tmp_path, server.base_url,
+                                 max_context_tokens=TOOL_SCHEMA_TOKENS + 2000)
         async with running(settings_) as (sup, _):
             assert (await sup.run_turn("first")).ok
             result = await sup.run_turn("huge paste: " + "x" * 20_000)
     assert result.outcome == "failed"
-    assert "exceeds --max-context-tokens (2000)" in result.text
+    assert f"exceeds --max-context-tokens ({TOOL_SCHEMA_TOKENS + 2000})" in result.text
     assert len(responder.chat_bodies) == 1  # the oversized request was never sent
 
 
@@ -267,3 +271,17 @@ def test_compact_from_the_command_line_and_info(memory_dir: Path, tmp_path: Path
     info = harness("--info", sid, memory_dir=memory_dir).stdout
     assert "Compactions:  1 (last: " in info
     assert SessionStore(memory_dir).info(sid).status == "saved"
+
+
+def test_summary_input_is_bounded_by_the_budget() -> None:
+    from actors.compactor import fit_for_summary, summary_message
+
+    earlier = summary_message("what happened before")
+    older = [earlier] + [{"role": "user", "content": f"message {i} " + "w" * 400}
+                         for i in range(50)]
+    assert fit_for_summary(older[:3], 10_000) == older[:3]
+    fitted = fit_for_summary(older, 1000)
+    assert fitted[0] == earlier and fitted[1]["role"] == "note"
+    omitted = int(fitted[1]["content"].split()[0])
+    assert fitted[2:] == older[1 + omitted:]  # the newest ones are kept, in order
+    assert estimate_messages(fitted) <= 1000 + estimate_message(fitted[1])
