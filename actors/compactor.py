@@ -182,12 +182,11 @@ class Compactor:
                     self.last_result = result
                     self._idle.set()
                     await self._emit(CompactionState(False))
-                    if request.reply is not None:
-                        await answer(request.reply, result)
-                    elif not result.applied and result.message:
-                        await self._emit(Notice(result.message, "warning"))
-                    elif result.applied:
-                        await self._emit(Notice(result.message))
+                    if request.reply is not None and await answer(request.reply, result):
+                        continue
+                    # In the background (or nobody waits any more): tell the user.
+                    await self._emit(Notice(result.message,
+                                            "info" if result.applied else "warning"))
         finally:
             self._model_inbox.close()
             self._writer.close()

@@ -8,7 +8,6 @@ down) into :class:`ActorGone`.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -48,8 +47,11 @@ async def ask(
             raise ActorGone(f"The {actor} stopped without answering.") from None
 
 
-async def answer(reply: MemoryObjectSendStream[R], result: R) -> None:
-    """Send the one answer and close ``reply``; a caller that stopped waiting is ignored."""
+async def answer(reply: MemoryObjectSendStream[R], result: R) -> bool:
+    """Send the one answer and close ``reply``; False if the caller stopped waiting."""
     async with reply:
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+        try:
             await reply.send(result)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return False
+    return True

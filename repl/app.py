@@ -27,7 +27,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 
 from actors.config import Settings
 from actors.events import Event
-from actors.store import SessionStore
+from actors.store import Store
 from actors.supervisor import Supervisor
 from repl.commands import ExitRequested, run_command
 from repl.completion import HarnessCompleter
@@ -59,6 +59,8 @@ class Repl:
         self.sup = supervisor
         self._events = events
         self._exit_armed = False
+        self._command: anyio.CancelScope | None = None  # a backslash command being run
+        self._leaving = False
         self.renderer = Renderer(self._ask, self._refresh)
         settings = supervisor.settings
         self.session: PromptSession[str] = PromptSession(
@@ -153,7 +155,9 @@ class Repl:
                 if signum == signal.SIGTERM:
                     scope.cancel()
                     return
-                self.sup.abort()  # Ctrl-C while a turn runs (the prompt handles its own)
+                # Ctrl-C while a turn or a command runs (the prompt handles its own).
+                if not self.sup.abort() and self._command is not None:
+                    self._command.cancel()
 
     async def loop(self) -> None:
         while True:
@@ -168,14 +172,27 @@ class Repl:
             if not text.strip():
                 continue
             if text.lstrip().startswith("\\"):
-                try:
-                    reply = await run_command(self.sup, text)
-                except ExitRequested:
+                await self.command(text)
+                if self._leaving:
                     return
-                await self._drain()
-                print(reply.text, flush=True)
                 continue
             await self.turn(text)
+
+    async def command(self, text: str) -> None:
+        """Run a backslash command; Ctrl-C stops waiting for it (a compaction then goes on
+        in the background)."""
+        reply = None
+        try:
+            with anyio.CancelScope() as self._command:
+                reply = await run_command(self.sup, text)
+        except ExitRequested:
+            self._leaving = True
+            return
+        finally:
+            self._command = None
+        await self._drain()
+        print(reply.text if reply else "Interrupted (anything started goes on in the "
+              "background).", flush=True)
 
     async def turn(self, text: str) -> None:
         result = await self.sup.run_turn(text)
@@ -190,7 +207,7 @@ class Repl:
 
 
 async def _main(
-    settings: Settings, store: SessionStore, resume: str | None, continue_latest: bool
+    settings: Settings, store: Store, resume: str | None, continue_latest: bool
 ) -> int:
     send, receive = anyio.create_memory_object_stream[Event | _Barrier](1000)
     async with Supervisor.open(
@@ -212,7 +229,7 @@ async def _main(
 
 
 def run_repl(
-    settings: Settings, store: SessionStore, *, resume: str | None, continue_latest: bool
+    settings: Settings, store: Store, *, resume: str | None, continue_latest: bool
 ) -> int:
     if not sys.stdin.isatty():  # pragma: no cover - print mode handles pipes
         raise SystemExit("harness: the interactive prompt needs a terminal; use -p")

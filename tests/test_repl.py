@@ -254,3 +254,28 @@ def test_multi_line_input_with_escape_enter(
         term.expect(PROMPT)
         assert term.exit() == 0
     assert server.requests[0]["messages"][-1]["content"] == "first line\nsecond line"
+
+
+def test_ctrl_c_during_a_slow_compaction_leaves_it_in_the_background(
+    memory_dir: Path, project: Path, terminals: list[Terminal]
+) -> None:
+    script = [Reply("First answer. " + "Some detail. " * 80), Reply("Second answer."),
+              Reply("Summary of the first turn.", chunk_delay=0.5), Reply("Third.")]
+    with ScriptedServer(script) as server:
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        term.say("one")
+        term.expect("First answer.")
+        term.say("two")
+        term.expect("Second answer.")
+        term.expect(PROMPT)
+        term.say("\\compact")
+        server.wait_for_requests(3)
+        term.child.sendintr()
+        term.expect("goes on in the background")
+        term.expect(PROMPT)
+        term.expect("Context compacted", timeout=20)  # announced when it lands
+        term.say("three")
+        term.expect("Third.")
+        term.expect(PROMPT)
+        assert term.exit() == 0
+    assert len(SessionStore(memory_dir).info(term.session_id).compactions) == 1
