@@ -53,9 +53,11 @@ class ContextEstimator:
         self.reported_tokens = None
         self.reported_at_length = 0
 
-    def estimate(self, messages: Sequence[Message]) -> int:
+    def estimate(self, messages: Sequence[Message], overhead: int = 0) -> int:
+        """Tokens of a request with ``messages``; ``overhead`` (e.g. the tool schemas) is
+        added to a pure estimate only: a reported prompt size already includes it."""
         if self.reported_tokens is None or self.reported_at_length > len(messages):
-            return estimate_messages(messages)
+            return estimate_messages(messages) + overhead
         return self.reported_tokens + estimate_messages(messages[self.reported_at_length:])
 
 

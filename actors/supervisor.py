@@ -43,6 +43,7 @@ from actors.events import ContextGauge, Event, Notice, ToolCallFinished
 from actors.ids import new_session_id
 from actors.mailbox import ActorGone, ask
 from actors.messages import (
+    INTERRUPTED_NOTICE,
     NOT_STARTED_NOTICE,
     Message,
     open_calls_at_end,
@@ -52,7 +53,7 @@ from actors.messages import (
 from actors.model_client import ModelClient, ModelOutcome, ModelRequest
 from actors.planning import Planning
 from actors.prompts import read_memory_notes, system_prompt
-from actors.store import SessionStore
+from actors.store import Store
 from actors.tool_executor import BatchOutcome, ToolBatch, ToolExecutor
 from actors.tools import ToolContext, tool_schemas
 from actors.turn import Turn
@@ -72,7 +73,7 @@ class TurnResult:
         return self.outcome == "answered"
 
 
-def latest_session_of(store: SessionStore, project_root: str) -> str:
+def latest_session_of(store: Store, project_root: str) -> str:
     """The id of the most recently updated, unarchived session of this project (--continue)."""
     for item in store.list_sessions():
         if item["project_root"] == project_root:
@@ -84,7 +85,7 @@ class Supervisor:
     def __init__(
         self,
         settings: Settings,
-        store: SessionStore,
+        store: Store,
         session_id: str,
         events: MemoryObjectSendStream[Event] | None,
     ) -> None:
@@ -117,7 +118,7 @@ class Supervisor:
     async def open(
         cls,
         settings: Settings,
-        store: SessionStore,
+        store: Store,
         *,
         events: MemoryObjectSendStream[Event] | None = None,
         resume: str | None = None,
@@ -260,7 +261,7 @@ class Supervisor:
 
     def context_tokens(self) -> int:
         """Estimated size of the next request: the context plus the tool schemas sent."""
-        return self.estimator.estimate(self.messages) + TOOL_SCHEMA_TOKENS
+        return self.estimator.estimate(self.messages, overhead=TOOL_SCHEMA_TOKENS)
 
     async def notify(self, text: str, level: Any = "info") -> None:
         await self._emit(Notice(text, level))
@@ -399,6 +400,7 @@ class Supervisor:
         assert self._tools_inbox is not None
         allowed = max(0, self.settings.max_tool_calls - self.tool_calls)
         batch: BatchOutcome | None = None
+        failure: HarnessError | None = None
         try:
             batch = await ask(
                 self._tools_inbox,
@@ -408,14 +410,18 @@ class Supervisor:
         finally:
             # Interruption recovery, shielded: no call stays without a result.
             with anyio.move_on_after(SHUTDOWN_SECONDS, shield=True):
-                await self._record_results(calls, batch)
+                failure = await self._record_results(calls, batch)
+        if failure is not None:  # results not saved: nothing more may be sent or run
+            raise failure
         if batch.crash is not None:
             raise ActorGone(batch.crash)
         return batch
 
     async def _record_results(
         self, calls: list[dict[str, Any]], batch: BatchOutcome | None
-    ) -> None:
+    ) -> HarnessError | None:
+        """Append one result per call and checkpoint; the error if that could not be saved
+        (returned, not raised: this runs in a ``finally`` that may be unwinding a cancel)."""
         by_id = {o.call_id: o for o in batch.outcomes} if batch else {}
         for call in calls:
             outcome = by_id.get(call["id"])
@@ -427,16 +433,21 @@ class Supervisor:
             if outcome.status in ("interrupted", "not_started", "timed_out", "over_limit"):
                 await self._emit(ToolCallFinished(outcome.call_id, outcome.name,
                                                   outcome.status.replace("_", " "), False))
-        with contextlib.suppress(HarnessError):
+        try:
             await self._checkpoint()
-        if open_calls_at_end(self.messages):
-            # The executor could not answer for every call (it crashed or is gone): the
-            # store's recovery answers "outcome unknown" or "not executed" from the
-            # write-ahead records, and the context is taken back from the store.
-            assert self._writer is not None
-            async with self.context_lock:
-                self.messages = await self._writer.call(lambda s, sid: s.recover(sid))
-                self.saved_len = len(self.messages)
+            if open_calls_at_end(self.messages):
+                # The executor could not answer for every call (it crashed or is gone): the
+                # store's recovery answers "outcome unknown" or "not executed" from the
+                # write-ahead records, and the context is taken back from the store.
+                assert self._writer is not None
+                async with self.context_lock:
+                    self.messages = await self._writer.call(lambda s, sid: s.recover(sid))
+                    self.saved_len = len(self.messages)
+        except HarnessError as exc:
+            for call_id in open_calls_at_end(self.messages):  # whether they ran is unknown
+                self.messages.append(tool_result(call_id, INTERRUPTED_NOTICE))
+            return exc
+        return None
 
     # -- commands -------------------------------------------------------------------------
 

@@ -113,8 +113,11 @@ def test_token_estimate_counts_tool_calls_and_starts_from_reported() -> None:
     messages = [{"role": "user", "content": "a" * 400}, call]
     estimator = ContextEstimator()
     assert estimator.estimate(messages) == estimate_messages(messages)
+    assert estimator.estimate(messages, overhead=700) == estimate_messages(messages) + 700
     estimator.record(5000, 1)
     assert estimator.estimate(messages) == 5000 + estimate_message(call)
+    # a reported prompt size already includes the tool schemas: no overhead on top
+    assert estimator.estimate(messages, overhead=700) == 5000 + estimate_message(call)
 
 
 # -- against the scripted server ---------------------------------------------------------

@@ -131,7 +131,7 @@ def test_truncated_database_keeps_healthy_sessions_and_names_damaged_ones(
     store.close()
     pristine = (memory_dir / "sessions.sqlite3").read_bytes()
     damaged_seen = 0
-    for lost_pages in (20, 60, 120):
+    for lost_pages in (20, 60, 120, 200):
         path = memory_dir / "sessions.sqlite3"
         path.write_bytes(pristine[: len(pristine) - lost_pages * 4096])
         fresh = SessionStore(memory_dir)
@@ -182,3 +182,29 @@ def test_doctor_reports_and_repairs_into_a_new_session(memory_dir: Path) -> None
         fresh.load_session(bad)
     again = harness("--doctor", memory_dir=memory_dir)
     assert "not valid JSON" in again.stdout  # still reported: the copy is the repair
+
+
+def test_results_that_cannot_be_saved_are_never_sent(tiny_fs: Path, tmp_path: Path) -> None:
+    memory_dir = tiny_fs / "memory"
+    project = tmp_path / "project"
+    project.mkdir()
+    fill_command = f"cat /dev/zero > {tiny_fs}/filler 2>/dev/null; echo filled"
+    script = [Reply(tool_calls=[ToolCall("run_bash", {"command": fill_command})]),
+              Reply("This request must never be made.")]
+    with ScriptedServer(script) as server:
+        result = harness("-p", "fill it", "--base-url", server.base_url,
+                         "--mode", "dangerouslySkipPermissions", memory_dir=memory_dir,
+                         cwd=project)
+        requests = len(server.requests)
+    assert result.returncode == 1 and "No space left on device" in result.stderr
+    assert requests == 1  # durable before visible: the unsaved result went nowhere
+    sid = result.stderr.split()[1]
+    (tiny_fs / "filler").unlink()
+    with ScriptedServer([Reply("Resumed.")]) as server:
+        resumed = harness("--resume", sid, "-p", "go on", "--base-url", server.base_url,
+                          memory_dir=memory_dir, cwd=project)
+        sent = server.requests[0]["messages"]
+    assert resumed.returncode == 0, resumed.stderr
+    assert tool_pairing_errors(sent) == []
+    [answer] = [m["content"] for m in sent if m["role"] == "tool"]
+    assert answer.startswith("Execution interrupted; outcome unknown")  # it did start
