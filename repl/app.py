@@ -149,8 +149,15 @@ class Repl:
         await self._events.send(barrier)
         await barrier.reached.wait()
 
-    async def watch_signals(self, scope: anyio.CancelScope) -> None:
+    async def watch_signals(
+        self,
+        scope: anyio.CancelScope,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """SIGTERM ends the run (cleanly); SIGINT aborts a running turn or command."""
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            task_status.started()  # handlers are installed before the first prompt shows
             async for signum in signals:
                 if signum == signal.SIGTERM:
                     scope.cancel()
@@ -221,7 +228,7 @@ async def _main(
         repl = Repl(sup, send)
         async with anyio.create_task_group() as tg:
             tg.start_soon(repl.show_events, receive)
-            tg.start_soon(repl.watch_signals, tg.cancel_scope)
+            await tg.start(repl.watch_signals, tg.cancel_scope)
             await repl.loop()
             tg.cancel_scope.cancel()
     print(f"Saved session {sup.session_id}.", flush=True)

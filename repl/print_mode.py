@@ -17,7 +17,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.config import Settings
 from actors.events import ApprovalRequest, Event, Notice, ToolCallFinished, ToolCallStarted
-from actors.store import SessionStore
+from actors.store import Store
 from actors.supervisor import Supervisor, TurnResult
 
 
@@ -41,7 +41,7 @@ async def _report(
 
 async def run_print_mode(
     settings: Settings,
-    store: SessionStore,
+    store: Store,
     prompt: str,
     *,
     resume: str | None,
@@ -57,7 +57,7 @@ async def run_print_mode(
         print(f"Session: {supervisor.session_id}", file=err, flush=True)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_report, receive, err, settings.mode.value)
-            tg.start_soon(_watch_signals, supervisor, tg.cancel_scope)
+            await tg.start(_watch_signals, supervisor, tg.cancel_scope)
             try:
                 result = await supervisor.run_turn(prompt)
             finally:
@@ -71,8 +71,14 @@ async def run_print_mode(
     return 1
 
 
-async def _watch_signals(supervisor: Supervisor, scope: anyio.CancelScope) -> None:
+async def _watch_signals(
+    supervisor: Supervisor,
+    scope: anyio.CancelScope,
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
         async for signum in signals:
             if signum == signal.SIGINT and supervisor.abort():
                 continue

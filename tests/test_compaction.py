@@ -169,8 +169,10 @@ async def test_forced_compaction_keeps_transcript_and_resume_uses_it(tmp_path: P
             assert (await sup.run_turn("second question")).ok
             transcript_before = store._conn.execute(
                 "SELECT group_concat(body, '|') FROM transcript").fetchone()[0]
+            calls_before = sup.usage.calls
             result = await sup.compact()
             assert result.applied and result.after_tokens < result.before_tokens
+            assert sup.usage.calls == calls_before + 1  # the summary call is paid for too
             assert store._conn.execute(
                 "SELECT group_concat(body, '|') FROM transcript").fetchone()[0] == \
                 transcript_before  # byte for byte

@@ -279,3 +279,26 @@ def test_ctrl_c_during_a_slow_compaction_leaves_it_in_the_background(
         term.expect(PROMPT)
         assert term.exit() == 0
     assert len(SessionStore(memory_dir).info(term.session_id).compactions) == 1
+
+
+def test_backslash_exit_and_sigterm_leave_the_session_saved(
+    memory_dir: Path, project: Path, terminals: list[Terminal]
+) -> None:
+    with ScriptedServer([Reply("One answer.")]) as server:
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        term.say("hello")
+        term.expect("One answer.")
+        term.expect(PROMPT)
+        term.say("\\exit")
+        term.expect(f"Saved session {term.session_id}")
+        term.child.expect(pexpect.EOF)
+        term.child.close()
+        assert term.child.exitstatus == 0
+        other = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        other.child.kill(15)  # SIGTERM at the prompt
+        other.child.expect(pexpect.EOF)
+    store = SessionStore(memory_dir)
+    for session_id in (term.session_id, other.session_id):
+        info = store.info(session_id)
+        assert info.status == "saved" and info.summary  # the fallback summary was written
+        assert not store.is_running_elsewhere(session_id)  # the lease was released
