@@ -208,7 +208,11 @@ class Compactor:
 
     async def after_turn(self, supervisor: Supervisor) -> None:
         """Start a background compaction if the context passed the threshold."""
-        if not self.running and self._over(supervisor, self.settings.compact_threshold):
+        if (
+            not self.running
+            and self._over(supervisor, self.settings.compact_threshold)
+            and split_point(supervisor.messages) is not None  # else nothing to summarise
+        ):
             await self._start(supervisor, None)
 
     async def before_request(self, supervisor: Supervisor) -> str | None:

@@ -125,12 +125,13 @@ def test_token_estimate_counts_tool_calls_and_starts_from_reported() -> None:
 @pytest.mark.anyio
 async def test_auto_compaction_runs_in_the_background(tmp_path: Path) -> None:
     slow_summary = Reply("Summary: the user asked for a long explanation.", chunk_delay=0.3)
-    responder = Responder([Reply(LONG), Reply("Quick answer while compacting.")], slow_summary)
+    # The endpoint reports the prompt sizes: the context estimate starts from them.
+    responder = Responder([Reply(LONG, usage=(3000, 300)),
+                           Reply("Quick answer while compacting.", usage=(3400, 10))],
+                          slow_summary)
     with ScriptedServer(responder) as server:
-        settings_ = settings_for(tmp_path, server.base_url,
-                                 max_context_tokens=TOOL_SCHEMA_TOKENS + 1200,
-                                 compact_threshold=(TOOL_SCHEMA_TOKENS + 300)
-                                 / (TOOL_SCHEMA_TOKENS + 1200))
+        settings_ = settings_for(tmp_path, server.base_url, max_context_tokens=10_000,
+                                 compact_threshold=0.3)
         async with running(settings_) as (sup, _):
             assert (await sup.run_turn("Explain everything")).ok
             assert (await sup.run_turn("And a follow-up?")).ok  # triggers compaction after
