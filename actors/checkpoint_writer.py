@@ -21,7 +21,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from actors.mailbox import answer, ask
 from actors.messages import Message
-from actors.store import SessionStore
+from actors.store import Store
 
 T = TypeVar("T")
 
@@ -30,12 +30,12 @@ T = TypeVar("T")
 class Write:
     """One store operation for the writer, with the stream for its outcome."""
 
-    operation: Callable[[SessionStore], Any]
+    operation: Callable[[Store], Any]
     reply: MemoryObjectSendStream[tuple[bool, Any]]
 
 
 async def run_checkpoint_writer(
-    store: SessionStore,
+    store: Store,
     inbox: MemoryObjectReceiveStream[Write],
     *,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
@@ -70,7 +70,7 @@ class CheckpointClient:
         """This client will write no more (the writer stops when every client closed)."""
         self._inbox.close()
 
-    async def _do(self, operation: Callable[[SessionStore], T]) -> T:
+    async def _do(self, operation: Callable[[Store], T]) -> T:
         ok, result = await ask(self._inbox, lambda reply: Write(operation, reply),
                                "checkpoint writer")
         if not ok:
@@ -112,6 +112,6 @@ class CheckpointClient:
     async def update(self, **fields: Any) -> None:
         await self._do(lambda s: s.update(self.session_id, **fields))
 
-    async def call(self, operation: Callable[[SessionStore, str], T]) -> T:
+    async def call(self, operation: Callable[[Store, str], T]) -> T:
         """Any other store operation on this session, e.g. ``ensure_summary`` or ``fork``."""
         return await self._do(lambda s: operation(s, self.session_id))

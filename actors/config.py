@@ -8,6 +8,7 @@ from enum import Enum
 from pathlib import Path
 
 DEFAULT_MEMORY_DIR = "~/.agent-harness/memory"
+STORE_ENV = "AGENT_HARNESS_STORE"
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
 DEFAULT_MODEL = "gemma4"
 PLACEHOLDER_API_KEY = "not-needed"
@@ -25,6 +26,11 @@ def default_memory_dir() -> Path:
     return Path(os.environ.get("AGENT_HARNESS_MEMORY_DIR") or DEFAULT_MEMORY_DIR).expanduser()
 
 
+def default_store_url() -> str | None:
+    """The session store named by ``$AGENT_HARNESS_STORE`` (None: SQLite in the memory dir)."""
+    return os.environ.get(STORE_ENV) or None
+
+
 def default_base_url() -> str:
     return os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
 
@@ -32,6 +38,7 @@ def default_base_url() -> str:
 @dataclass
 class Settings:
     memory_dir: Path = field(default_factory=default_memory_dir)
+    store_url: str | None = field(default_factory=default_store_url)  # None: SQLite
     sandbox_dir: Path = field(default_factory=Path.cwd)
     base_url: str = field(default_factory=default_base_url)
     model: str = DEFAULT_MODEL

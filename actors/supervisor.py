@@ -53,7 +53,7 @@ from actors.messages import (
 from actors.model_client import ModelClient, ModelOutcome, ModelRequest
 from actors.planning import Planning
 from actors.prompts import read_memory_notes, system_prompt
-from actors.store import SessionStore
+from actors.store import Store
 from actors.tool_executor import BatchOutcome, ToolBatch, ToolExecutor
 from actors.tools import ToolContext, tool_schemas
 from actors.turn import Turn
@@ -73,7 +73,7 @@ class TurnResult:
         return self.outcome == "answered"
 
 
-def latest_session_of(store: SessionStore, project_root: str) -> str:
+def latest_session_of(store: Store, project_root: str) -> str:
     """The id of the most recently updated, unarchived session of this project (--continue)."""
     for item in store.list_sessions():
         if item["project_root"] == project_root:
@@ -85,7 +85,7 @@ class Supervisor:
     def __init__(
         self,
         settings: Settings,
-        store: SessionStore,
+        store: Store,
         session_id: str,
         events: MemoryObjectSendStream[Event] | None,
     ) -> None:
@@ -118,7 +118,7 @@ class Supervisor:
     async def open(
         cls,
         settings: Settings,
-        store: SessionStore,
+        store: Store,
         *,
         events: MemoryObjectSendStream[Event] | None = None,
         resume: str | None = None,

@@ -1,11 +1,17 @@
 #!/usr/bin/env python
-"""Benchmark the SQLite session store against the design notes' JSON-file store.
+"""Benchmark the session store (SQLite, and PostgreSQL when a server is given) against the
+design notes' JSON-file store.
 
 Run from the repository root::
 
     python benchmarks/store.py            # full run (a few minutes on 2 cores)
     python benchmarks/store.py --quick    # smaller sizes, a smoke run (< 30 s)
     python benchmarks/store.py --json --out results/
+    python benchmarks/store.py --postgres postgresql://user@host/db   # adds PostgreSQL columns
+
+With ``--postgres URL`` (or ``$AGENT_HARNESS_BENCH_PG``) every agent-harness figure is also
+measured on the PostgreSQL store, in throwaway schemas of that database (dropped at the end);
+without it the benchmark runs on SQLite alone, as before.
 
 Both stores run on scratch directories (under ``--workdir``, default the system temp dir)
 that are removed at the end. Timings are wall clock (``time.perf_counter``) with real
@@ -22,6 +28,9 @@ What is measured (each figure is a median):
 * **list_sessions** and **search_sessions** over a store of many ~20-message sessions
   (a rare two-word query matching a handful of sessions and one common word).
 * **load_session + recover** of the largest session, on a freshly opened store (a resume).
+* **checkpoint inside the run's lease** (a second table): the same checkpoint while the
+  session's lease is held around it, as the supervisor holds it for a whole run, so the
+  lease is not taken and released per checkpoint.
 """
 
 from __future__ import annotations
@@ -47,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from actors.store import SessionStore  # noqa: E402
+from actors.store import SessionStore, Store  # noqa: E402
 from benchmarks._json_baseline import JsonSessionStore  # noqa: E402
 
 SEED = 20240611
@@ -55,6 +64,7 @@ RARE_WORDS = ("kafka", "rebalance")
 RARE_QUERY = "kafka rebalance"
 COMMON_QUERY = "error"
 BATCH = 2_000  # messages per setup checkpoint of the big sessions
+PG_ENV = "AGENT_HARNESS_BENCH_PG"
 
 # -- configuration ------------------------------------------------------------------------
 
@@ -249,7 +259,7 @@ def _log(text: str) -> None:
 
 def _fmt(seconds: float) -> str:
     """A duration with a readable unit."""
-    if seconds < 1e-3:
+    if round(seconds * 1e6) < 1000:
         return f"{seconds * 1e6:.0f} µs"
     if seconds < 1:
         return f"{seconds * 1e3:.{1 if seconds < 0.1 else 0}f} ms"
@@ -259,6 +269,49 @@ def _fmt(seconds: float) -> str:
 def _times(factor: float) -> str:
     """A speed-up factor: one decimal below 10, else a whole number."""
     return f"{factor:.1f}x" if factor < 10 else f"{factor:,.0f}x"
+
+
+# -- the PostgreSQL database (optional) ---------------------------------------------------
+
+
+class Postgres:
+    """The PostgreSQL columns' database: one throwaway schema per part of the benchmark."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.url = url
+        self._admin = psycopg.connect(url, autocommit=True)
+        self.version = str(self._admin.info.server_version)
+        self._admin.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
+        self._schemas: dict[str, str] = {}
+
+    def store(self, part: str, memory_dir: Path) -> Store:
+        """A store on the schema of ``part`` (created empty on first use)."""
+        from urllib.parse import quote
+
+        from actors.store import PostgresSessionStore
+
+        schema = self._schemas.get(part)
+        if schema is None:
+            schema = self._schemas[part] = f"bench_{part}_{os.getpid()}"
+            self._admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            self._admin.execute(f'CREATE SCHEMA "{schema}"')
+        option = quote(f"-csearch_path={schema}", safe="")
+        url = f"{self.url}{'&' if '?' in self.url else '?'}options={option}"
+        return PostgresSessionStore(url, memory_dir)
+
+    def analyze(self, part: str) -> None:
+        """Gather the planner's statistics now, as autovacuum does soon after a bulk load,
+        so that every run measures the same plans."""
+        schema = self._schemas[part]
+        for table in ("sessions", "transcript", "context", "message_text", "session_text"):
+            self._admin.execute(f'ANALYZE "{schema}".{table}')
+
+    def close(self) -> None:
+        for schema in self._schemas.values():
+            self._admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        self._admin.close()
 
 
 # -- the benchmark ------------------------------------------------------------------------
@@ -275,6 +328,8 @@ class Row:
     harness_samples: list[float] = field(default_factory=list)
     baseline_samples: list[float] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    pg_s: float | None = None  # the same operation on the PostgreSQL store
+    pg_samples: list[float] = field(default_factory=list)
 
     @property
     def speedup(self) -> float:
@@ -282,21 +337,31 @@ class Row:
         return self.baseline_s / self.harness_s
 
 
-def bench_checkpoints(cfg: Config, work: Path, gen: TextGen) -> tuple[list[Row], Row]:
-    """Checkpoint rows per size, and the load_session + recover row of the largest session."""
+def bench_checkpoints(
+    cfg: Config, work: Path, gen: TextGen, pg: Postgres | None = None
+) -> tuple[list[Row], Row, list[Row]]:
+    """Checkpoint rows per size, the load_session + recover row of the largest session, and
+    the rows of checkpoints inside the run's lease."""
     ah_dir, js_dir = work / "harness-ckpt", work / "notes-ckpt"
     sessions: dict[int, tuple[str, list[dict[str, Any]]]] = {}
     extra_pairs: dict[int, list[list[dict[str, Any]]]] = {}
-    store = SessionStore(ah_dir)
+    stores: dict[str, Callable[[], Store]] = {"sqlite": lambda: SessionStore(ah_dir)}
+    if pg is not None:
+        stores["postgresql"] = lambda: pg.store("ckpt", work / "pg-memory")
+    opened = {kind: make() for kind, make in stores.items()}
     baseline = JsonSessionStore(js_dir)
     for n in cfg.sizes:
         _log(f"setup: session of {n:,} messages")
         messages = gen.conversation(n)
         title = gen.title()
-        sid = store.create_session(messages=messages[:BATCH], title=title)
-        for end in range(BATCH, n, BATCH):
-            store.checkpoint(sid, messages[: end + BATCH])
-        store.update(sid, state=gen.state(0))
+        sid = opened["sqlite"].create_session(messages=messages[:BATCH], title=title)
+        state = gen.state(0)  # drawn once: the generated data do not depend on the stores
+        for store in opened.values():
+            if store is not opened["sqlite"]:
+                store.create_session(sid, messages[:BATCH], title=title)
+            for end in range(BATCH, n, BATCH):
+                store.checkpoint(sid, messages[: end + BATCH])
+            store.update(sid, state=state)
         baseline.create_session(sid, [], title=title)
         record = baseline.load_session(sid)
         record.update(messages=messages, transcript=list(messages), state=gen.state(0))
@@ -304,7 +369,11 @@ def bench_checkpoints(cfg: Config, work: Path, gen: TextGen) -> tuple[list[Row],
         sessions[n] = (sid, messages)
         reps = max(cfg.checkpoints, *cfg.baseline_checkpoints.values()) + 1
         extra_pairs[n] = [gen.call_pair() for _ in range(reps)]
-    store.close()
+    for store in opened.values():
+        store.close()
+    del opened, store  # their caches hold every message: a bigger heap slows the GC
+    if pg is not None:
+        pg.analyze("ckpt")
     states = [gen.state(step) for step in range(1, 64)]
 
     def run(checkpoint: Callable[[str, list[Any], dict[str, Any]], None], n: int,
@@ -318,58 +387,114 @@ def bench_checkpoints(cfg: Config, work: Path, gen: TextGen) -> tuple[list[Row],
             samples.append(_timed(lambda: checkpoint(sid, messages, state)))  # noqa: B023
         return samples
 
-    ah_samples: dict[int, list[float]] = {}
-    store = SessionStore(ah_dir)  # a fresh instance: its first checkpoint reads the context
-
-    def ah_checkpoint(sid: str, messages: list[Any], state: dict[str, Any]) -> None:
-        store.checkpoint(sid, messages, state=state)
-
-    for n in cfg.sizes:
-        _log(f"agent-harness: {cfg.checkpoints} checkpoints at {n:,} messages")
-        ah_samples[n] = run(ah_checkpoint, n, cfg.checkpoints)
-    store.close()
+    ah_samples: dict[str, dict[int, list[float]]] = {}
+    for kind, make in stores.items():
+        store = make()  # a fresh instance: its first checkpoint reads the context
+        ah_samples[kind] = {}
+        for n in cfg.sizes:
+            _log(f"agent-harness ({kind}): {cfg.checkpoints} checkpoints at {n:,} messages")
+            ah_samples[kind][n] = run(
+                lambda sid, messages, state, s=store: s.checkpoint(sid, messages, state=state),
+                n, cfg.checkpoints,
+            )
+        store.close()
     js_samples: dict[int, list[float]] = {}
     for n in cfg.sizes:
         count = cfg.baseline_checkpoints[n]
         _log(f"notes baseline: {count} checkpoints at {n:,} messages")
         js_samples[n] = run(baseline.checkpoint, n, count)
 
+    pg_samples = ah_samples.get("postgresql", {})
     rows = [
         Row(
             key=f"checkpoint_{n}",
             operation=f"checkpoint (+2 msgs, state) on {n:,} msgs",
-            harness_s=statistics.median(ah_samples[n][1:]),
+            harness_s=statistics.median(ah_samples["sqlite"][n][1:]),
             baseline_s=statistics.median(js_samples[n][1:]),
-            harness_samples=ah_samples[n][1:],
+            harness_samples=ah_samples["sqlite"][n][1:],
             baseline_samples=js_samples[n][1:],
-            extra={"harness_first_s": ah_samples[n][0], "baseline_first_s": js_samples[n][0]},
+            extra={"harness_first_s": ah_samples["sqlite"][n][0],
+                   "baseline_first_s": js_samples[n][0],
+                   **({"pg_first_s": pg_samples[n][0]} if pg_samples else {})},
+            pg_s=statistics.median(pg_samples[n][1:]) if pg_samples else None,
+            pg_samples=pg_samples[n][1:] if pg_samples else [],
         )
         for n in cfg.sizes
     ]
+    leased = bench_leased_checkpoints(cfg, stores, sessions)
 
     largest = cfg.sizes[-1]
     sid = sessions[largest][0]
     _log(f"resume: load_session + recover of the {largest:,}-message session")
-    ah_resume: list[float] = []
-    for _ in range(cfg.resumes):
-        fresh = SessionStore(ah_dir)
-        ah_resume.append(_timed(lambda: (fresh.load_session(sid), fresh.recover(sid))))  # noqa: B023
-        fresh.close()
+    ah_resume: dict[str, list[float]] = {}
+    for kind, make in stores.items():
+        ah_resume[kind] = []
+        for _ in range(cfg.resumes):
+            fresh = make()
+            ah_resume[kind].append(
+                _timed(lambda: (fresh.load_session(sid), fresh.recover(sid)))  # noqa: B023
+            )
+            fresh.close()
     js_median, js_resume = _median(
         lambda: (baseline.load_session(sid), baseline.recover(sid)), cfg.baseline_resumes
     )
+    pg_resume = ah_resume.get("postgresql")
     resume = Row(
         key=f"resume_{largest}",
         operation=f"load_session + recover, {largest:,} msgs",
-        harness_s=statistics.median(ah_resume),
+        harness_s=statistics.median(ah_resume["sqlite"]),
         baseline_s=js_median,
-        harness_samples=ah_resume,
+        harness_samples=ah_resume["sqlite"],
         baseline_samples=js_resume,
+        pg_s=statistics.median(pg_resume) if pg_resume else None,
+        pg_samples=pg_resume or [],
     )
-    return rows, resume
+    return rows, resume, leased
 
 
-def bench_list_search(cfg: Config, work: Path, gen: TextGen) -> list[Row]:
+def bench_leased_checkpoints(
+    cfg: Config,
+    stores: dict[str, Callable[[], Store]],
+    sessions: dict[int, tuple[str, list[dict[str, Any]]]],
+) -> list[Row]:
+    """Checkpoints with the session's lease held around them, as in a harness run.
+
+    Runs after the other checkpoints, on top of what they appended; its tool calls come
+    from a generator of their own, so the data of the main figures does not change.
+    """
+    gen = TextGen(SEED + 2)
+    pairs = {n: [gen.call_pair() for _ in range(cfg.checkpoints + 1)] for n in cfg.sizes}
+    states = [gen.state(step) for step in range(1, 64)]
+    medians: dict[str, dict[int, float]] = {}
+    for kind, make in stores.items():
+        store = make()
+        medians[kind] = {}
+        for n in cfg.sizes:
+            sid, base = sessions[n]
+            messages = store.load_context(sid)
+            assert len(messages) == len(base) + 2 * (cfg.checkpoints + 1)
+            _log(f"agent-harness ({kind}): {cfg.checkpoints} checkpoints at {n:,} messages, "
+                 "inside the lease")
+            samples = []
+            with store.lease(sid):
+                for i in range(cfg.checkpoints + 1):
+                    messages.extend(pairs[n][i])
+                    state = states[i % len(states)]
+                    samples.append(_timed(
+                        lambda: store.checkpoint(sid, messages, state=state)  # noqa: B023
+                    ))
+            medians[kind][n] = statistics.median(samples[1:])
+        store.close()
+    return [
+        Row(f"leased_checkpoint_{n}", f"checkpoint (+2 msgs, state) on {n:,} msgs, leased",
+            medians["sqlite"][n], float("nan"), pg_s=medians.get("postgresql", {}).get(n))
+        for n in cfg.sizes
+    ]
+
+
+def bench_list_search(
+    cfg: Config, work: Path, gen: TextGen, pg: Postgres | None = None
+) -> list[Row]:
     """list_sessions and the two search_sessions queries over ``cfg.sessions`` sessions."""
     ah_dir, js_dir = work / "harness-many", work / "notes-many"
     rng = random.Random(SEED + 1)
@@ -385,6 +510,7 @@ def bench_list_search(cfg: Config, work: Path, gen: TextGen) -> list[Row]:
         "second": "The shard rebalance finished and the nodes look healthy.",
     }
     store = SessionStore(ah_dir)
+    pg_store = None if pg is None else pg.store("many", work / "pg-memory")
     baseline = JsonSessionStore(js_dir)
     _log(f"setup: {cfg.sessions:,} sessions of {cfg.messages_per_session} messages")
     base_time = time.time() - 86_400 * 30
@@ -412,24 +538,46 @@ def bench_list_search(cfg: Config, work: Path, gen: TextGen) -> list[Row]:
             "compactions": [],
         }
         store.import_record(record)
+        if pg_store is not None:
+            pg_store.import_record(record)
         baseline.put_record(record)
+
+    if pg is not None:
+        pg.analyze("many")
+
+    def pg_median(operation: Callable[[Store], object]) -> tuple[float | None, list[float]]:
+        if pg_store is None:
+            return None, []
+        return _median(lambda: operation(pg_store), cfg.reads)
 
     rows = []
     _log("agent-harness / notes baseline: list_sessions")
     ah_median, ah_samples = _median(store.list_sessions, cfg.reads)
     js_median, js_samples = _median(baseline.list_sessions, cfg.baseline_reads)
+    pg_list, pg_list_samples = pg_median(lambda s: s.list_sessions())
     listed = (len(store.list_sessions()), len(baseline.list_sessions()))
     rows.append(Row("list", f"list_sessions, {cfg.sessions:,} sessions", ah_median, js_median,
-                    ah_samples, js_samples, {"listed": listed}))
+                    ah_samples, js_samples, {"listed": listed}, pg_list, pg_list_samples))
     for key, query in (("search_rare", RARE_QUERY), ("search_common", COMMON_QUERY)):
         _log(f"agent-harness / notes baseline: search_sessions({query!r})")
         ah_median, ah_samples = _median(lambda q=query: store.search_sessions(q), cfg.reads)
         js_median, js_samples = _median(
             lambda q=query: baseline.search_sessions(q), cfg.baseline_reads
         )
+        pg_search, pg_search_samples = pg_median(lambda s, q=query: s.search_sessions(q))
         ah_all = {r["id"] for r in store.search_sessions(query, limit=cfg.sessions)}
         js_all = {r["id"] for r in baseline.search_sessions(query)}
         returned = len(store.search_sessions(query))
+        extra: dict[str, Any] = {
+            "matches_harness": len(ah_all),
+            "matches_baseline": len(js_all),
+            "same_matches": ah_all == js_all,
+            "returned_harness": returned,
+        }
+        if pg_store is not None:
+            pg_ranked = [r["id"] for r in pg_store.search_sessions(query, limit=cfg.sessions)]
+            ah_ranked = [r["id"] for r in store.search_sessions(query, limit=cfg.sessions)]
+            extra["pg_same_ranking"] = pg_ranked == ah_ranked
         rows.append(
             Row(
                 key,
@@ -438,15 +586,14 @@ def bench_list_search(cfg: Config, work: Path, gen: TextGen) -> list[Row]:
                 js_median,
                 ah_samples,
                 js_samples,
-                {
-                    "matches_harness": len(ah_all),
-                    "matches_baseline": len(js_all),
-                    "same_matches": ah_all == js_all,
-                    "returned_harness": returned,
-                },
+                extra,
+                pg_search,
+                pg_search_samples,
             )
         )
     store.close()
+    if pg_store is not None:
+        pg_store.close()
     return rows
 
 
@@ -474,31 +621,60 @@ def targets(rows: dict[str, Row], cfg: Config) -> list[Target]:
         row = rows[key]
         out.append(Target(f"{row.operation} under 50 ms", _fmt(row.harness_s),
                           row.harness_s < 0.050))
+    large_pg, small_pg = rows[f"checkpoint_{large}"].pg_s, rows[f"checkpoint_{small}"].pg_s
+    if large_pg is not None and small_pg is not None:
+        ratio = large_pg / small_pg
+        out.append(Target(f"PostgreSQL: checkpoint at {large:,} msgs within 2x of the one at "
+                          f"{small:,}", f"{ratio:.2f}x", ratio <= 2.0))
+        for key in ("list", "search_rare", "search_common"):
+            row = rows[key]
+            assert row.pg_s is not None
+            out.append(Target(f"PostgreSQL: {row.operation} under 50 ms", _fmt(row.pg_s),
+                              row.pg_s < 0.050))
     return out
 
 
-def machine() -> dict[str, Any]:
+def machine(pg: Postgres | None = None) -> dict[str, Any]:
     """Facts about the machine and runtime that the figures depend on."""
-    return {
+    facts = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,
         "platform": platform.platform(),
     }
+    if pg is not None:
+        major, minor = divmod(int(pg.version), 10_000)
+        facts["postgresql"] = f"{major}.{minor}"
+    return facts
 
 
-def render(rows: list[Row], checks: list[Target], cfg: Config, facts: dict[str, Any]) -> str:
+def render(rows: list[Row], checks: list[Target], cfg: Config, facts: dict[str, Any],
+           leased: list[Row] | None = None) -> str:
     """The side-by-side table and the targets, as Markdown."""
+    with_pg = any(row.pg_s is not None for row in rows)
+    server = f"; PostgreSQL {facts['postgresql']}" if with_pg else ""
     lines = [
         f"Run: {cfg.name}; {facts['cpus']} CPUs; Python {facts['python']}; "
-        f"SQLite {facts['sqlite']}; {facts['platform']}",
+        f"SQLite {facts['sqlite']}{server}; {facts['platform']}",
         "",
-        "| operation | agent-harness | notes baseline | speed-up |",
-        "|---|---:|---:|---:|",
     ]
+    if with_pg:
+        lines += ["| operation | SQLite | PostgreSQL | notes baseline | speed-up (SQLite) |",
+                  "|---|---:|---:|---:|---:|"]
+    else:
+        lines += ["| operation | agent-harness | notes baseline | speed-up |",
+                  "|---|---:|---:|---:|"]
     for row in rows:
-        lines.append(f"| {row.operation} | {_fmt(row.harness_s)} | {_fmt(row.baseline_s)} "
+        pg = f" {_fmt(row.pg_s)} |" if row.pg_s is not None else (" – |" if with_pg else "")
+        lines.append(f"| {row.operation} | {_fmt(row.harness_s)} |{pg} {_fmt(row.baseline_s)} "
                      f"| {_times(row.speedup)} |")
+    if leased:
+        lines += ["", "Inside the run's lease (as the supervisor checkpoints):", ""]
+        lines += ["| operation | SQLite | PostgreSQL |", "|---|---:|---:|"] if with_pg else [
+            "| operation | agent-harness |", "|---|---:|"]
+        for row in leased:
+            pg = f" {_fmt(row.pg_s)} |" if row.pg_s is not None else ""
+            lines.append(f"| {row.operation} | {_fmt(row.harness_s)} |{pg}")
     lines += ["", "| target | this run | met? |", "|---|---:|---|"]
     for check in checks:
         lines.append(f"| {check.name} | {check.value} | {'yes' if check.met else 'NO'} |")
@@ -511,6 +687,9 @@ def render(rows: list[Row], checks: list[Target], cfg: Config, facts: dict[str, 
                 f"(baseline: {extra['matches_baseline']}, same set: {extra['same_matches']}); "
                 f"agent-harness returns the best {extra['returned_harness']} (limit 50)."
             )
+            if "pg_same_ranking" in extra:
+                notes.append(f"  PostgreSQL ranks every match as SQLite does: "
+                             f"{extra['pg_same_ranking']}.")
     return "\n".join([*lines, "", *notes])
 
 
@@ -524,21 +703,27 @@ def main(argv: list[str] | None = None) -> int:
                         help="print the figures as one JSON object at the end")
     parser.add_argument("--workdir", type=Path, metavar="DIR",
                         help="where the scratch stores go (default: the system temp dir)")
+    parser.add_argument("--postgres", metavar="URL", default=os.environ.get(PG_ENV) or None,
+                        help="also measure the PostgreSQL store in this database (throwaway "
+                        f"schemas, dropped at the end; default: ${PG_ENV})")
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     gen = TextGen(SEED)
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="store-bench-", dir=args.workdir))
+    pg = Postgres(args.postgres) if args.postgres else None
     try:
-        checkpoint_rows, resume_row = bench_checkpoints(cfg, work, gen)
-        read_rows = bench_list_search(cfg, work, gen)
+        checkpoint_rows, resume_row, leased_rows = bench_checkpoints(cfg, work, gen, pg)
+        read_rows = bench_list_search(cfg, work, gen, pg)
+        facts = machine(pg)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if pg is not None:
+            pg.close()
     rows = [*checkpoint_rows, *read_rows, resume_row]
     by_key = {row.key: row for row in rows}
     checks = targets(by_key, cfg)
-    facts = machine()
-    table = render(rows, checks, cfg, facts)
+    table = render(rows, checks, cfg, facts, leased_rows)
     elapsed = time.perf_counter() - started
     print(table)
     print(f"\n(total run time {elapsed:.0f} s)")
@@ -547,6 +732,10 @@ def main(argv: list[str] | None = None) -> int:
         "machine": facts,
         "rows": [
             {**asdict(row), "speedup": row.speedup} for row in rows
+        ],
+        "leased_rows": [
+            {"key": row.key, "operation": row.operation, "harness_s": row.harness_s,
+             "pg_s": row.pg_s} for row in leased_rows
         ],
         "targets": [asdict(check) for check in checks],
         "all_targets_met": all(check.met for check in checks),

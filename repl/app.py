@@ -27,7 +27,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 
 from actors.config import Settings
 from actors.events import Event
-from actors.store import SessionStore
+from actors.store import Store
 from actors.supervisor import Supervisor
 from repl.commands import ExitRequested, run_command
 from repl.completion import HarnessCompleter
@@ -214,7 +214,7 @@ class Repl:
 
 
 async def _main(
-    settings: Settings, store: SessionStore, resume: str | None, continue_latest: bool
+    settings: Settings, store: Store, resume: str | None, continue_latest: bool
 ) -> int:
     send, receive = anyio.create_memory_object_stream[Event | _Barrier](1000)
     async with Supervisor.open(
@@ -236,7 +236,7 @@ async def _main(
 
 
 def run_repl(
-    settings: Settings, store: SessionStore, *, resume: str | None, continue_latest: bool
+    settings: Settings, store: Store, *, resume: str | None, continue_latest: bool
 ) -> int:
     if not sys.stdin.isatty():  # pragma: no cover - print mode handles pipes
         raise SystemExit("harness: the interactive prompt needs a terminal; use -p")

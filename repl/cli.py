@@ -19,9 +19,11 @@ from actors.config import (
     Settings,
     default_base_url,
     default_memory_dir,
+    default_store_url,
 )
 from actors.errors import HarnessError, UsageError
-from actors.store import SessionStore
+from actors.store import Store
+from actors.store import open_store as open_backend
 from repl import session_commands
 
 DESCRIPTION = """\
@@ -39,6 +41,7 @@ examples:
   harness --list-sessions                 id | title | status | updated_at | summary
   harness --search "cache bug"            sessions containing every word
   harness --export ID --format markdown   readable transcript
+  harness --store postgresql://db/team --list-sessions   the team's shared sessions
 
 exit status: 0 ok, 1 failed turn or storage error, 2 bad usage or an unknown, locked
 or archived session."""
@@ -118,6 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
     storage.add_argument("--memory-dir", type=Path, default=None, metavar="DIR",
                          help="memory notes and saved sessions (default: "
                          "$AGENT_HARNESS_MEMORY_DIR or ~/.agent-harness/memory)")
+    storage.add_argument("--store", metavar="URL", default=default_store_url(),
+                         help="keep sessions in the PostgreSQL database postgresql://… to share "
+                         "them between machines (default: $AGENT_HARNESS_STORE, else SQLite in "
+                         "the memory directory; 'sqlite' forces SQLite)")
     sessions = parser.add_argument_group("session commands (no model needed)")
     commands = sessions.add_mutually_exclusive_group()
     commands.add_argument("--list-sessions", action="store_true",
@@ -154,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(
         memory_dir=(args.memory_dir or default_memory_dir()).expanduser(),
+        store_url=args.store,
         sandbox_dir=(args.sandbox_dir or Path.cwd()).expanduser().resolve(),
         base_url=args.base_url,
         model=args.model,
@@ -170,14 +178,14 @@ def settings_from(args: argparse.Namespace) -> Settings:
     )
 
 
-def open_store(settings: Settings) -> SessionStore:
-    store = SessionStore(settings.memory_dir)
+def open_store(settings: Settings) -> Store:
+    store = open_backend(settings.memory_dir, settings.store_url)
     for warning in store.import_warnings:
         print(f"harness: {warning}", file=sys.stderr)
     return store
 
 
-def run_session_command(args: argparse.Namespace, store: SessionStore) -> int | None:
+def run_session_command(args: argparse.Namespace, store: Store) -> int | None:
     """Run the session command in ``args``; None when there is none."""
     if args.list_sessions:
         return session_commands.list_sessions(
@@ -223,7 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_combinations(args)
         settings = settings_from(args)
         if args.doctor:
-            return session_commands.doctor(settings.memory_dir, repair=args.repair)
+            return session_commands.doctor(settings.memory_dir, repair=args.repair,
+                                           store_url=settings.store_url)
         store = open_store(settings)
         try:
             status = run_session_command(args, store)

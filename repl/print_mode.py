@@ -17,7 +17,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.config import Settings
 from actors.events import ApprovalRequest, Event, Notice, ToolCallFinished, ToolCallStarted
-from actors.store import SessionStore
+from actors.store import Store
 from actors.supervisor import Supervisor, TurnResult
 
 
@@ -41,7 +41,7 @@ async def _report(
 
 async def run_print_mode(
     settings: Settings,
-    store: SessionStore,
+    store: Store,
     prompt: str,
     *,
     resume: str | None,

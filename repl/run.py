@@ -15,7 +15,7 @@ import anyio
 
 from actors.config import Settings
 from actors.errors import UsageError
-from actors.store import SessionStore
+from actors.store import Store
 from actors.supervisor import Supervisor
 from repl.print_mode import run_print_mode
 
@@ -38,7 +38,7 @@ def _prompt_from(args: argparse.Namespace) -> str | None:
     return args.prompt  # type: ignore[no-any-return]
 
 
-async def compact_session(settings: Settings, store: SessionStore, session_id: str) -> int:
+async def compact_session(settings: Settings, store: Store, session_id: str) -> int:
     """``--compact ID``: resume the session, compact it once, save it."""
     async with Supervisor.open(settings, store, resume=session_id) as supervisor:
         result = await supervisor.compact()
@@ -49,7 +49,7 @@ async def compact_session(settings: Settings, store: SessionStore, session_id: s
     return 1
 
 
-def run_agent(args: argparse.Namespace, settings: Settings, store: SessionStore) -> int:
+def run_agent(args: argparse.Namespace, settings: Settings, store: Store) -> int:
     if not settings.sandbox_dir.is_dir():
         raise UsageError(f"--sandbox-dir {settings.sandbox_dir} is not a directory.")
     if args.compact_id:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from actors.errors import StorageError, UsageError
-from actors.store import SessionInfo, SessionStore, timestamp, to_markdown
+from actors.store import SessionInfo, SessionStore, Store, open_store, timestamp, to_markdown
 from actors.store._sqlite import DB_NAME
 
 PREVIEW_CHARS = 120
@@ -36,7 +36,7 @@ def session_line(item: dict[str, Any], preview: str | None = None) -> str:
 
 
 def list_sessions(
-    store: SessionStore, *, include_archived: bool, as_json: bool, out: TextIO = sys.stdout
+    store: Store, *, include_archived: bool, as_json: bool, out: TextIO = sys.stdout
 ) -> int:
     sessions = store.list_sessions(include_archived=include_archived)
     if as_json:
@@ -51,7 +51,7 @@ def list_sessions(
 
 
 def search_sessions(
-    store: SessionStore,
+    store: Store,
     query: str,
     *,
     include_archived: bool,
@@ -108,7 +108,7 @@ def describe(info: SessionInfo) -> list[str]:
 
 
 def show_info(
-    store: SessionStore, session_id: str, *, as_json: bool, out: TextIO = sys.stdout
+    store: Store, session_id: str, *, as_json: bool, out: TextIO = sys.stdout
 ) -> int:
     info = store.info(session_id)
     if as_json:
@@ -119,19 +119,19 @@ def show_info(
     return 0
 
 
-def rename(store: SessionStore, session_id: str, title: str, out: TextIO = sys.stdout) -> int:
+def rename(store: Store, session_id: str, title: str, out: TextIO = sys.stdout) -> int:
     store.rename(session_id, title)
     print(f"Renamed {session_id}: {title.strip()}", file=out)
     return 0
 
 
-def fork(store: SessionStore, session_id: str, out: TextIO = sys.stdout) -> int:
+def fork(store: Store, session_id: str, out: TextIO = sys.stdout) -> int:
     print(store.fork(session_id), file=out)
     return 0
 
 
 def set_archived(
-    store: SessionStore, session_id: str, archived: bool, out: TextIO = sys.stdout
+    store: Store, session_id: str, archived: bool, out: TextIO = sys.stdout
 ) -> int:
     if archived:
         store.archive(session_id)
@@ -141,7 +141,7 @@ def set_archived(
     return 0
 
 
-def delete(store: SessionStore, session_id: str, *, yes: bool, out: TextIO = sys.stdout) -> int:
+def delete(store: Store, session_id: str, *, yes: bool, out: TextIO = sys.stdout) -> int:
     if not yes:
         raise UsageError(
             f"Deleting session '{session_id}' cannot be undone; add --yes to confirm."
@@ -152,7 +152,7 @@ def delete(store: SessionStore, session_id: str, *, yes: bool, out: TextIO = sys
 
 
 def export(
-    store: SessionStore, session_id: str, *, fmt: str, out: TextIO = sys.stdout
+    store: Store, session_id: str, *, fmt: str, out: TextIO = sys.stdout
 ) -> int:
     record = store.export(session_id)
     if fmt == "markdown":
@@ -164,7 +164,7 @@ def export(
 
 
 def import_(
-    store: SessionStore, paths: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr
+    store: Store, paths: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
     """Import files and directories; report each, status 2 if any could not be imported."""
     failed = 0
@@ -179,9 +179,14 @@ def import_(
     return 2 if failed else 0
 
 
-def doctor(memory_dir: Path, *, repair: bool, out: TextIO = sys.stdout) -> int:
+def doctor(
+    memory_dir: Path, *, repair: bool, store_url: str | None = None, out: TextIO = sys.stdout
+) -> int:
     """``--doctor [--repair]``: 0 when nothing serious is (left) wrong, else 1."""
     from actors.store._doctor import examine, render, repair_store
+
+    if store_url is not None and store_url.strip() not in ("", "sqlite"):
+        return doctor_shared(memory_dir, store_url, repair=repair, out=out)
 
     try:
         store = SessionStore(memory_dir)
@@ -207,6 +212,34 @@ def doctor(memory_dir: Path, *, repair: bool, out: TextIO = sys.stdout) -> int:
     print("Repairs:", file=out)
     for line in done or ["Nothing to repair."]:
         print(f"  {line}", file=out)
+    return 0
+
+
+def doctor_shared(memory_dir: Path, url: str, *, repair: bool, out: TextIO = sys.stdout) -> int:
+    """``--doctor`` with a PostgreSQL store: what can be checked from here (the connection,
+    the schema, the sessions and who runs them); the page-level checks are the server's."""
+    if repair:
+        raise UsageError(
+            "--doctor --repair works on the SQLite store only; PostgreSQL checks and repairs "
+            "its own tables (amcheck, REINDEX, backups)."
+        )
+    with open_store(memory_dir, url) as store:
+        sessions = store.list_sessions(include_archived=True)
+        running = [s["id"] for s in sessions if store.is_running_elsewhere(s["id"])]
+        unclean = [s["id"] for s in sessions
+                   if s["status"] == "active" and s["id"] not in running]
+        lines = [
+            f"Store:        {store.location}",
+            "Connection:   ok (schema up to date)",
+            f"Sessions:     {len(sessions)}, {len(running)} running in other processes",
+        ]
+        lines += [f"  {sid}: was not closed cleanly (a crash); it is recovered on resume"
+                  for sid in unclean]
+        lines.append(
+            "The integrity, search-index and per-session checks of --doctor are for the "
+            "SQLite store; PostgreSQL checks its own data (amcheck, REINDEX)."
+        )
+    print("\n".join(lines), file=out)
     return 0
 
 

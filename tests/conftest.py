@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.stores import BACKENDS, Stores, stores_for
+
 
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
@@ -29,3 +31,18 @@ def sandbox(tmp_path: Path) -> Iterator[Path]:
         yield path
     finally:
         os.chdir(old)
+
+
+@pytest.fixture(params=BACKENDS)
+def stores(request: pytest.FixtureRequest) -> Iterator[Stores]:
+    """The stores of the backend under test (every store test runs on SQLite and PostgreSQL);
+    PostgreSQL is skipped unless AGENT_HARNESS_TEST_PG names a server (see tests/stores.py)."""
+    with stores_for(str(request.param)) as opened:
+        yield opened
+
+
+@pytest.fixture
+def pg_stores() -> Iterator[Stores]:
+    """PostgreSQL stores only (tests of what only the shared backend does)."""
+    with stores_for("postgresql") as opened:
+        yield opened

@@ -1,19 +1,30 @@
-"""The session commands of the real ``harness`` command, in subprocesses."""
+"""The session commands of the real ``harness`` command, in subprocesses, on both backends
+(``AGENT_HARNESS_STORE`` names this test's PostgreSQL schema, or "sqlite")."""
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from actors.store import SessionStore
-from tests.clitools import harness
+from tests import clitools
+from tests.stores import Stores
 
 
 @pytest.fixture
-def two_sessions(memory_dir: Path) -> tuple[str, str]:
-    store = SessionStore(memory_dir)
+def harness(stores: Stores) -> Any:
+    """``tests.clitools.harness`` with this test's store."""
+    return partial(clitools.harness, env=stores.env)
+
+
+@pytest.fixture
+def two_sessions(stores: Stores, memory_dir: Path) -> tuple[str, str]:
+    store = stores.open(memory_dir)
     first = store.create_session(messages=[
         {"role": "system", "content": "sys"},
         {"role": "user", "content": "Investigate the cache bug"},
@@ -37,19 +48,23 @@ def refused(result, message: str) -> None:  # type: ignore[no-untyped-def]
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_list_sessions_lines_and_json(memory_dir: Path, two_sessions: tuple[str, str]) -> None:
+def test_list_sessions_lines_and_json(
+    harness: Any, stores: Stores, memory_dir: Path, two_sessions: tuple[str, str]
+) -> None:
     first, second = two_sessions
     lines = ok(harness("--list-sessions", memory_dir=memory_dir)).splitlines()
     assert [line.split(" | ")[0] for line in lines] == [first, second][::-1]
     assert lines[1] == " | ".join(
-        [first, "", "saved", SessionStore(memory_dir).info(first).updated_at,
+        [first, "", "saved", stores.open(memory_dir).info(first).updated_at,
          "Investigated the cache bug. The key omits the locale."]
     )
     data = json.loads(ok(harness("--list-sessions", "--json", memory_dir=memory_dir)))
     assert {d["id"] for d in data} == {first, second}
 
 
-def test_search_info_rename(memory_dir: Path, two_sessions: tuple[str, str]) -> None:
+def test_search_info_rename(
+    harness: Any, memory_dir: Path, two_sessions: tuple[str, str]
+) -> None:
     first, _ = two_sessions
     out = ok(harness("--search", "CACHE locale", memory_dir=memory_dir))
     assert out.startswith(first + " | ")
@@ -64,11 +79,13 @@ def test_search_info_rename(memory_dir: Path, two_sessions: tuple[str, str]) -> 
         == "Cache investigation"
 
 
-def test_fork_archive_unarchive_delete(memory_dir: Path, two_sessions: tuple[str, str]) -> None:
+def test_fork_archive_unarchive_delete(
+    harness: Any, stores: Stores, memory_dir: Path, two_sessions: tuple[str, str]
+) -> None:
     first, _ = two_sessions
     fork = ok(harness("--fork", first, memory_dir=memory_dir)).strip()
     assert len(fork) == 10 and fork != first
-    assert SessionStore(memory_dir).info(fork).parent_id == first
+    assert stores.open(memory_dir).info(fork).parent_id == first
     ok(harness("--archive", first, memory_dir=memory_dir))
     listed = ok(harness("--list-sessions", memory_dir=memory_dir))
     assert first not in listed
@@ -80,7 +97,7 @@ def test_fork_archive_unarchive_delete(memory_dir: Path, two_sessions: tuple[str
 
 
 def test_export_json_and_markdown_then_import(
-    memory_dir: Path, two_sessions: tuple[str, str], tmp_path: Path
+    harness: Any, memory_dir: Path, two_sessions: tuple[str, str], tmp_path: Path
 ) -> None:
     first, _ = two_sessions
     exported = ok(harness("--export", first, memory_dir=memory_dir))
@@ -90,12 +107,14 @@ def test_export_json_and_markdown_then_import(
     assert "**user**: Investigate the cache bug" in markdown
     path = tmp_path / "session.json"
     path.write_text(exported)
-    other = tmp_path / "other-memory"
-    assert f"Imported {first}" in ok(harness("--import", str(path), memory_dir=other))
-    assert "Already present" in ok(harness("--import", str(path), memory_dir=other))
+    other = tmp_path / "other-memory"  # SQLite there: from PostgreSQL, a move between backends
+    to_other = partial(clitools.harness, "--store", "sqlite", memory_dir=other)
+    assert f"Imported {first}" in ok(to_other("--import", str(path)))
+    assert "Already present" in ok(to_other("--import", str(path)))
+    assert json.loads(ok(to_other("--export", first))) == record
     broken = tmp_path / "broken.json"
     broken.write_text("[]")
-    result = harness("--import", str(broken), memory_dir=other)
+    result = to_other("--import", str(broken))
     assert result.returncode == 2 and "broken.json" in result.stderr
 
 
@@ -113,16 +132,17 @@ def test_export_json_and_markdown_then_import(
     ],
 )
 def test_user_mistakes_exit_2_with_one_line(
-    memory_dir: Path, args: tuple[str, ...], message: str
+    harness: Any, memory_dir: Path, args: tuple[str, ...], message: str
 ) -> None:
     refused(harness(*args, memory_dir=memory_dir), message)
 
 
-def test_locked_session_is_refused(memory_dir: Path, two_sessions: tuple[str, str]) -> None:
-    import os
-
+def test_locked_session_is_refused(
+    harness: Any, stores: Stores, memory_dir: Path, two_sessions: tuple[str, str]
+) -> None:
     first, _ = two_sessions
-    store = SessionStore(memory_dir)
+    store = stores.open(memory_dir)
+    holder = f"pid {os.getpid()}" + (f" on {socket.gethostname()}" if stores.is_pg else "")
     with store.lease(first):
         result = harness("--rename", first, "x", memory_dir=memory_dir)
-    refused(result, f"Session '{first}' is in use by another process (pid {os.getpid()})")
+    refused(result, f"Session '{first}' is in use by another process ({holder})")

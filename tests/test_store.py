@@ -1,10 +1,10 @@
-"""The SQLite session store: records, delta checkpoints, the extend rule, search, recovery,
-fork/archive/delete. Real database files in temporary directories."""
+"""The session store on both backends: records, delta checkpoints, the extend rule, search,
+recovery, fork/archive/delete. Real SQLite files in temporary directories, and a real
+PostgreSQL server (a fresh schema per test) when AGENT_HARNESS_TEST_PG is set."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import stat
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,8 @@ import pytest
 
 from actors.errors import ContextConflict, InvalidSessionId, SessionNotFound, UsageError
 from actors.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE, pairing_problems
-from actors.store import SessionStore
+from actors.store import SessionStore, Store
+from tests.stores import Stores
 
 SYSTEM = {"role": "system", "content": "You are a coding agent."}
 
@@ -37,12 +38,12 @@ def result(call_id: str, text: str = "ok") -> dict[str, Any]:
 
 
 @pytest.fixture
-def store(memory_dir: Path) -> SessionStore:
-    with SessionStore(memory_dir) as s:
-        yield s
+def store(stores: Stores, memory_dir: Path) -> Store:
+    return stores.open(memory_dir)
 
 
-def test_database_is_private_wal_and_fully_synchronous(store: SessionStore) -> None:
+def test_database_is_private_wal_and_fully_synchronous(memory_dir: Path) -> None:
+    store = SessionStore(memory_dir)
     assert stat.S_IMODE(store.memory_dir.stat().st_mode) == 0o700
     assert stat.S_IMODE(store.sessions_dir.stat().st_mode) == 0o700
     assert stat.S_IMODE(store.db_path.stat().st_mode) == 0o600
@@ -51,9 +52,19 @@ def test_database_is_private_wal_and_fully_synchronous(store: SessionStore) -> N
     sid = store.create_session()
     with store.lease(sid):
         assert stat.S_IMODE(store.lock_path(sid).stat().st_mode) == 0o600
+    store.close()
 
 
-def test_new_ids_are_ten_random_alphanumerics(store: SessionStore) -> None:
+def test_postgres_commits_are_synchronous_and_memory_dir_private(
+    pg_stores: Stores, memory_dir: Path
+) -> None:
+    store = pg_stores.open(memory_dir)
+    assert stat.S_IMODE(store.memory_dir.stat().st_mode) == 0o700
+    assert pg_stores.rows(store, "SHOW synchronous_commit") == [("on",)]
+    assert pg_stores.rows(store, "SELECT max(version) FROM harness_schema") == [(1,)]
+
+
+def test_new_ids_are_ten_random_alphanumerics(store: Store) -> None:
     ids = {store.create_session() for _ in range(20)}
     assert len(ids) == 20
     assert all(len(i) == 10 and i.isalnum() and i.isascii() for i in ids)
@@ -63,7 +74,7 @@ def test_new_ids_are_ten_random_alphanumerics(store: SessionStore) -> None:
     "bad", ["../etc", "a/b", "", "x\x00y", "id with space", "é", "a" * 10_000, ".", "a\n"]
 )
 def test_hostile_ids_are_refused_before_any_path_or_query(
-    store: SessionStore, bad: str
+    store: Store, bad: str
 ) -> None:
     for call in (
         lambda: store.load_session(bad),
@@ -77,7 +88,7 @@ def test_hostile_ids_are_refused_before_any_path_or_query(
     assert list(store.sessions_dir.iterdir()) == []
 
 
-def test_record_has_every_field_of_the_notes(store: SessionStore) -> None:
+def test_record_has_every_field_of_the_notes(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM], project_root="/proj")
     record = store.load_session(sid)
     assert set(record) == {
@@ -89,7 +100,7 @@ def test_record_has_every_field_of_the_notes(store: SessionStore) -> None:
     assert record["archived"] is False and record["parent_id"] is None
 
 
-def test_checkpoint_writes_messages_and_state_together(store: SessionStore) -> None:
+def test_checkpoint_writes_messages_and_state_together(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM])
     messages = [SYSTEM, user("hello")]
     store.checkpoint(sid, messages, state={"scratchpad": "notes", "calls": 1})
@@ -98,7 +109,7 @@ def test_checkpoint_writes_messages_and_state_together(store: SessionStore) -> N
     assert record["state"] == {"scratchpad": "notes", "calls": 1}
 
 
-def test_failed_checkpoint_writes_nothing(store: SessionStore) -> None:
+def test_failed_checkpoint_writes_nothing(store: Store, stores: Stores) -> None:
     sid = store.create_session(messages=[SYSTEM])
     with pytest.raises(TypeError):
         store.checkpoint(sid, [SYSTEM, user("lost")], state={"bad": object()})
@@ -106,10 +117,10 @@ def test_failed_checkpoint_writes_nothing(store: SessionStore) -> None:
     assert record["messages"] == [SYSTEM] and record["state"] == {}
     # and the store is still usable, with the cache not ahead of the disk
     store.checkpoint(sid, [SYSTEM, user("kept")])
-    assert SessionStore(store.memory_dir).load_session(sid)["messages"][-1] == user("kept")
+    assert stores.open(store.memory_dir).load_session(sid)["messages"][-1] == user("kept")
 
 
-def _statements_per_checkpoint(store: SessionStore, sid: str, messages: list[Any]) -> int:
+def _statements_per_checkpoint(store: Store, sid: str, messages: list[Any]) -> int:
     seen: list[str] = []
     store._conn.set_trace_callback(seen.append)
     try:
@@ -120,7 +131,7 @@ def _statements_per_checkpoint(store: SessionStore, sid: str, messages: list[Any
     return len(seen)
 
 
-def test_checkpoint_cost_does_not_grow_with_session_length(store: SessionStore) -> None:
+def test_checkpoint_cost_does_not_grow_with_session_length(store: Store) -> None:
     short, long_ = store.create_session(), store.create_session()
     short_msgs = [SYSTEM, user("a")]
     long_msgs = [SYSTEM] + [user(f"message {i}") for i in range(2000)]
@@ -131,18 +142,18 @@ def test_checkpoint_cost_does_not_grow_with_session_length(store: SessionStore) 
     )
 
 
-def test_earlier_rows_are_never_rewritten(store: SessionStore) -> None:
+def test_earlier_rows_are_never_rewritten(store: Store, stores: Stores) -> None:
     sid = store.create_session(messages=[SYSTEM])
     messages = [SYSTEM, user("first")]
     store.checkpoint(sid, messages)
-    before = store._conn.execute("SELECT mid, body FROM transcript ORDER BY mid").fetchall()
+    before = stores.rows(store, "SELECT mid, body FROM transcript ORDER BY mid")
     messages.append(assistant("second"))
     store.checkpoint(sid, messages)
-    after = store._conn.execute("SELECT mid, body FROM transcript ORDER BY mid").fetchall()
+    after = stores.rows(store, "SELECT mid, body FROM transcript ORDER BY mid")
     assert after[: len(before)] == before and len(after) == len(before) + 1
 
 
-def test_checkpoint_must_extend_the_saved_context(store: SessionStore) -> None:
+def test_checkpoint_must_extend_the_saved_context(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM, user("a"), assistant("b")])
     with pytest.raises(ContextConflict, match="only compaction"):
         store.save_messages(sid, [SYSTEM, user("a")])
@@ -151,16 +162,16 @@ def test_checkpoint_must_extend_the_saved_context(store: SessionStore) -> None:
     assert store.load_session(sid)["messages"] == [SYSTEM, user("a"), assistant("b")]
 
 
-def test_extend_rule_compares_values_not_identity(store: SessionStore) -> None:
+def test_extend_rule_compares_values_not_identity(store: Store, stores: Stores) -> None:
     sid = store.create_session(messages=[SYSTEM, user("a")])
-    fresh = SessionStore(store.memory_dir)  # no cache: compares against the disk
+    fresh = stores.open(store.memory_dir)  # no cache: compares against the disk
     fresh.save_messages(sid, [dict(SYSTEM), user("a"), assistant("b")])
     # the first store notices the other instance's append and reloads
     store.save_messages(sid, [SYSTEM, user("a"), assistant("b"), user("c")])
     assert len(fresh.load_session(sid)["messages"]) == 4
 
 
-def test_sdk_message_objects_are_dumped(store: SessionStore) -> None:
+def test_sdk_message_objects_are_dumped(store: Store) -> None:
     class Dumpable:
         def model_dump(self, exclude_none: bool) -> dict[str, Any]:
             assert exclude_none
@@ -173,14 +184,14 @@ def test_sdk_message_objects_are_dumped(store: SessionStore) -> None:
         store.save_messages(sid, [SYSTEM, Dumpable(), 42])
 
 
-def test_unknown_session(store: SessionStore) -> None:
+def test_unknown_session(store: Store) -> None:
     with pytest.raises(SessionNotFound, match="No saved session with id 'missing'"):
         store.load_session("missing")
     with pytest.raises(SessionNotFound):
         store.checkpoint("missing", [SYSTEM])
 
 
-def test_list_is_most_recent_first_and_hides_archived(store: SessionStore) -> None:
+def test_list_is_most_recent_first_and_hides_archived(store: Store) -> None:
     a, b, c = (store.create_session() for _ in range(3))
     store.rename(a, "touched last")
     store.archive(b)
@@ -193,7 +204,7 @@ def test_list_is_most_recent_first_and_hides_archived(store: SessionStore) -> No
     assert b in [s["id"] for s in store.list_sessions()]
 
 
-def test_search_needs_every_term_case_insensitive_substrings(store: SessionStore) -> None:
+def test_search_needs_every_term_case_insensitive_substrings(store: Store) -> None:
     cache = store.create_session(messages=[SYSTEM, user("The Cache key omits the locale")])
     other = store.create_session(messages=[SYSTEM, user("cache warmed at startup")])
     store.write_summary(other, "Nothing about languages.")
@@ -207,7 +218,7 @@ def test_search_needs_every_term_case_insensitive_substrings(store: SessionStore
     assert "locale" in hit["snippet"].lower()
 
 
-def test_search_short_terms_tool_arguments_and_titles(store: SessionStore) -> None:
+def test_search_short_terms_tool_arguments_and_titles(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM, assistant(None, "call_1")])
     store.rename(sid, "Parser rewrite")
     assert [r["id"] for r in store.search_sessions("read_file")] == [sid]  # tool name
@@ -215,14 +226,14 @@ def test_search_short_terms_tool_arguments_and_titles(store: SessionStore) -> No
     assert [r["id"] for r in store.search_sessions("parser")] == [sid]
 
 
-def test_search_excludes_archived_unless_asked(store: SessionStore) -> None:
+def test_search_excludes_archived_unless_asked(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM, user("archived needle")])
     store.archive(sid)
     assert store.search_sessions("needle") == []
     assert [r["id"] for r in store.search_sessions("needle", include_archived=True)] == [sid]
 
 
-def test_search_ranks_better_matches_first(store: SessionStore) -> None:
+def test_search_ranks_better_matches_first(store: Store) -> None:
     weak = store.create_session(
         messages=[SYSTEM, user("a long message " + "filler words " * 200 + "kernel")]
     )
@@ -231,7 +242,7 @@ def test_search_ranks_better_matches_first(store: SessionStore) -> None:
     assert [r["id"] for r in store.search_sessions("kernel")] == [strong, weak]
 
 
-def test_search_is_maintained_incrementally(store: SessionStore) -> None:
+def test_search_is_maintained_incrementally(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM])
     assert store.search_sessions("zeppelin") == []
     store.save_messages(sid, [SYSTEM, user("a zeppelin appears")])
@@ -240,7 +251,7 @@ def test_search_is_maintained_incrementally(store: SessionStore) -> None:
     assert store.search_sessions("zeppelin") == []
 
 
-def test_recover_answers_open_calls_by_phase_and_is_idempotent(store: SessionStore) -> None:
+def test_recover_answers_open_calls_by_phase_and_is_idempotent(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM, user("go")])
     messages = [SYSTEM, user("go"), assistant(None, "started", "planned")]
     store.checkpoint(sid, messages, planned_calls=True)
@@ -256,12 +267,12 @@ def test_recover_answers_open_calls_by_phase_and_is_idempotent(store: SessionSto
     assert pairing_problems(record["messages"]) == []
 
 
-def test_untracked_open_calls_are_outcome_unknown(store: SessionStore) -> None:
+def test_untracked_open_calls_are_outcome_unknown(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM, user("go"), assistant(None, "c1")])
     assert store.recover(sid)[-1] == result("c1", INTERRUPTED_NOTICE)
 
 
-def test_recover_drops_results_whose_call_is_missing(store: SessionStore) -> None:
+def test_recover_drops_results_whose_call_is_missing(store: Store) -> None:
     messages = [SYSTEM, user("go"), result("ghost"), assistant(None, "c1"), result("c1"),
                 result("c1", "duplicate"), user("next")]
     sid = store.create_session(messages=messages)
@@ -273,22 +284,24 @@ def test_recover_drops_results_whose_call_is_missing(store: SessionStore) -> Non
     assert store.recover(sid) == recovered
 
 
-def test_load_shows_a_sendable_context_without_writing(store: SessionStore) -> None:
+def test_load_shows_a_sendable_context_without_writing(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM, user("go"), assistant(None, "c1")])
     assert store.load_session(sid)["messages"][-1] == result("c1", INTERRUPTED_NOTICE)
     assert store.info(sid).context_messages == 3  # nothing written by the load
 
 
-def test_results_clear_the_write_ahead_record(store: SessionStore) -> None:
+def test_results_clear_the_write_ahead_record(store: Store, stores: Stores) -> None:
     sid = store.create_session(messages=[SYSTEM])
     messages = [SYSTEM, user("go"), assistant(None, "c1")]
     store.checkpoint(sid, messages, planned_calls=True)
     store.mark_started(sid, ["c1"])
     store.checkpoint(sid, [*messages, result("c1")])
-    assert store._conn.execute("SELECT count(*) FROM tool_calls").fetchone()[0] == 0
+    assert stores.rows(store, "SELECT count(*) FROM tool_calls") == [(0,)]
 
 
-def test_replace_context_keeps_transcript_and_records_compaction(store: SessionStore) -> None:
+def test_replace_context_keeps_transcript_and_records_compaction(
+    store: Store, stores: Stores
+) -> None:
     old = [SYSTEM, user("old turn"), assistant("old answer"), user("new turn")]
     sid = store.create_session(messages=old)
     summary = {"role": "user", "content": "<session_context_data>old stuff</session_context_data>"}
@@ -304,12 +317,12 @@ def test_replace_context_keeps_transcript_and_records_compaction(store: SessionS
     assert [r["id"] for r in store.search_sessions("old answer")] == [sid]  # still found
     # a later checkpoint extends the compacted context
     store.save_messages(sid, [SYSTEM, summary, user("new turn"), assistant("done")])
-    assert SessionStore(store.memory_dir).load_session(sid)["messages"][-1] == assistant("done")
+    assert stores.open(store.memory_dir).load_session(sid)["messages"][-1] == assistant("done")
     with pytest.raises(ContextConflict):
         store.replace_context(sid, [SYSTEM], expect_prefix=old)
 
 
-def test_summaries(store: SessionStore) -> None:
+def test_summaries(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM])
     store.ensure_summary(sid)
     assert store.info(sid).summary == "Session ended without messages."
@@ -324,7 +337,7 @@ def test_summaries(store: SessionStore) -> None:
     assert store.info(other).summary == "Model-written."
 
 
-def test_fork_is_a_deep_independent_copy(store: SessionStore) -> None:
+def test_fork_is_a_deep_independent_copy(store: Store) -> None:
     messages = [SYSTEM, user("shared"), assistant(None, "c1")]
     sid = store.create_session(messages=messages)
     store.update(sid, state={"todos": [{"id": 1, "text": "t"}]}, summary="sum")
@@ -343,22 +356,24 @@ def test_fork_is_a_deep_independent_copy(store: SessionStore) -> None:
     assert {r["id"] for r in store.search_sessions("shared")} == {sid, fork}
 
 
-def test_delete_removes_record_but_keeps_lock_file(store: SessionStore) -> None:
+def test_delete_removes_record_but_keeps_lock_file(store: Store, stores: Stores) -> None:
     sid = store.create_session(messages=[SYSTEM, user("bye")])
     store.delete(sid)
-    assert store.lock_path(sid).exists()
+    if isinstance(store, SessionStore):
+        assert store.lock_path(sid).exists()
     with pytest.raises(SessionNotFound):
         store.load_session(sid)
     with pytest.raises(SessionNotFound):
         store.delete(sid)
-    remaining = store._conn.execute(
+    remaining = stores.rows(
+        store,
         "SELECT (SELECT count(*) FROM transcript) + (SELECT count(*) FROM context)"
-        " + (SELECT count(*) FROM message_text)"
-    ).fetchone()[0]
-    assert remaining == 0
+        " + (SELECT count(*) FROM message_text) + (SELECT count(*) FROM session_text)",
+    )
+    assert remaining == [(0,)]
 
 
-def test_update_rejects_unknown_fields_and_statuses(store: SessionStore) -> None:
+def test_update_rejects_unknown_fields_and_statuses(store: Store) -> None:
     sid = store.create_session()
     with pytest.raises(TypeError, match="colour"):
         store.update(sid, colour="red")
@@ -368,24 +383,25 @@ def test_update_rejects_unknown_fields_and_statuses(store: SessionStore) -> None
     assert store.info(sid).status == "active"
 
 
-def test_damaged_row_is_reported_by_session(store: SessionStore) -> None:
+def test_damaged_row_is_reported_by_session(store: Store, stores: Stores) -> None:
     sid = store.create_session(messages=[SYSTEM, user("fine")])
     healthy = store.create_session(messages=[SYSTEM])
-    with sqlite3.connect(store.db_path) as raw:
-        raw.execute("UPDATE transcript SET body = '{broken' WHERE seq = 1")
-    fresh = SessionStore(store.memory_dir)
+    stores.write(store, "UPDATE transcript SET body = '{broken' WHERE seq = 1")
+    fresh = stores.open(store.memory_dir)
     with pytest.raises(Exception, match=f"Session '{sid}' is damaged"):
         fresh.load_session(sid)
     assert fresh.load_session(healthy)["messages"] == [SYSTEM]
 
 
-def test_export_has_format_version_and_round_trips(store: SessionStore, tmp_path: Path) -> None:
+def test_export_has_format_version_and_round_trips(
+    store: Store, stores: Stores, tmp_path: Path
+) -> None:
     sid = store.create_session(messages=[SYSTEM, user("portable")], project_root="/p")
     record = store.export(sid)
     assert record["format_version"] == 1
     path = tmp_path / "s.json"
     path.write_text(json.dumps(record))
-    other = SessionStore(tmp_path / "elsewhere")
+    other = stores.open_other(tmp_path / "elsewhere")
     [imported] = other.import_(path)
     assert imported.session_id == sid and not imported.error
     again = other.export(sid)

@@ -1,7 +1,8 @@
-"""kill -9 of a writer in the middle of a stream of checkpoints, then reopen."""
+"""kill -9 of a writer in the middle of a stream of checkpoints, then reopen (both backends)."""
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -11,15 +12,16 @@ from pathlib import Path
 
 from actors.messages import pairing_problems
 from actors.store import SessionStore
+from tests.stores import Stores
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _run_and_kill(memory_dir: Path, sid: str, delay: float) -> int:
+def _run_and_kill(stores: Stores, memory_dir: Path, sid: str, delay: float) -> int:
     """Start a writer, let it run ``delay`` seconds, SIGKILL it; return the last ack seen."""
     with subprocess.Popen(
         [sys.executable, "-m", "tests.programs.store_writer", str(memory_dir), sid],
-        cwd=REPO, stdout=subprocess.PIPE, text=True,
+        cwd=REPO, stdout=subprocess.PIPE, text=True, env={**os.environ, **stores.env},
     ) as proc:
         assert proc.stdout is not None
         first = proc.stdout.readline()  # wait until it writes at all
@@ -37,13 +39,13 @@ def _run_and_kill(memory_dir: Path, sid: str, delay: float) -> int:
     return last
 
 
-def test_every_acknowledged_checkpoint_survives_kill_9(memory_dir: Path) -> None:
+def test_every_acknowledged_checkpoint_survives_kill_9(stores: Stores, memory_dir: Path) -> None:
     rng = random.Random(7)
     sid = "crashtest"
     acked = 0
     for _ in range(5):
-        acked = _run_and_kill(memory_dir, sid, rng.uniform(0.05, 0.4))
-        store = SessionStore(memory_dir)
+        acked = _run_and_kill(stores, memory_dir, sid, rng.uniform(0.05, 0.4))
+        store = stores.open(memory_dir)
         record = store.load_session(sid)
         messages = record["messages"]
         assert len(messages) >= acked
@@ -52,6 +54,7 @@ def test_every_acknowledged_checkpoint_survives_kill_9(memory_dir: Path) -> None
             assert message["content"].startswith(f"msg {i} ")  # nothing half-written
         assert record["transcript"] == messages
         assert pairing_problems(messages) == []
-        assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        if isinstance(store, SessionStore):
+            assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         store.close()
     assert acked > 3

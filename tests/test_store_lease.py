@@ -1,7 +1,10 @@
-"""The session lease between real processes, and re-entrance inside one process."""
+"""The session lease between real processes, and re-entrance inside one process, on both
+backends (a flock on SQLite, an advisory lock on PostgreSQL)."""
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -10,19 +13,27 @@ from pathlib import Path
 import pytest
 
 from actors.errors import SessionLocked
-from actors.store import SessionStore
+from tests.stores import Stores, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 
 
+def holder_text(stores: Stores, pid: int) -> str:
+    """How a refusal names the holder: PostgreSQL always says the host (shared by machines)."""
+    return f"pid {pid} on {socket.gethostname()}" if stores.is_pg else f"pid {pid}"
+
+
 @pytest.fixture
-def holder(memory_dir: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    store = SessionStore(memory_dir)
+def holder(
+    stores: Stores, memory_dir: Path
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    store = stores.open(memory_dir)
     sid = store.create_session()
     store.close()
     with subprocess.Popen(
         [sys.executable, "-m", "tests.programs.lease_holder", str(memory_dir), sid],
         cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, **stores.env},
     ) as proc:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "held"
@@ -33,13 +44,15 @@ def holder(memory_dir: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
 
 
 def test_second_process_fails_at_once_naming_the_holder(
-    memory_dir: Path, holder: tuple[subprocess.Popen[str], str]
+    stores: Stores, memory_dir: Path, holder: tuple[subprocess.Popen[str], str]
 ) -> None:
     proc, sid = holder
-    store = SessionStore(memory_dir)
+    store = stores.open(memory_dir)
     with pytest.raises(SessionLocked) as caught:
         store.rename(sid, "mine")
-    assert str(caught.value) == f"Session '{sid}' is in use by another process (pid {proc.pid})."
+    assert str(caught.value) == (
+        f"Session '{sid}' is in use by another process ({holder_text(stores, proc.pid)})."
+    )
     assert store.is_running_elsewhere(sid)
     for mutate in (lambda: store.archive(sid), lambda: store.delete(sid),
                    lambda: store.save_messages(sid, [])):
@@ -49,28 +62,33 @@ def test_second_process_fails_at_once_naming_the_holder(
 
 
 def test_lease_is_released_when_the_holder_is_killed(
-    memory_dir: Path, holder: tuple[subprocess.Popen[str], str]
+    stores: Stores, memory_dir: Path, holder: tuple[subprocess.Popen[str], str]
 ) -> None:
     proc, sid = holder
     proc.kill()
     proc.wait()
-    store = SessionStore(memory_dir)
+    store = stores.open(memory_dir)
+    if stores.is_pg:  # the server notices the dead connection at once, but asynchronously
+        wait_until(lambda: not store.is_running_elsewhere(sid), timeout=10)
     assert not store.is_running_elsewhere(sid)
     store.rename(sid, "free again")
     assert store.info(sid).title == "free again"
 
 
-def test_lease_is_reentrant_within_a_process(memory_dir: Path) -> None:
-    first, second = SessionStore(memory_dir), SessionStore(memory_dir)
+def test_lease_is_reentrant_within_a_process(stores: Stores, memory_dir: Path) -> None:
+    first, second = stores.open(memory_dir), stores.open(memory_dir)
     sid = first.create_session()
     with first.lease(sid), first.lease(sid), second.lease(sid):
         second.rename(sid, "nested")
         first.archive(sid)
+        assert first.is_leased_here(sid) and second.is_leased_here(sid)
+    assert not first.is_leased_here(sid)
     assert not first.is_running_elsewhere(sid)
     # released: another process can take it now
     code = (
-        "import sys; from actors.store import SessionStore; "
-        f"SessionStore({str(memory_dir)!r}).unarchive({sid!r})"
+        "import os, sys; from actors.store import open_store; "
+        f"open_store({str(memory_dir)!r}, os.environ['AGENT_HARNESS_STORE']).unarchive({sid!r})"
     )
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True,
+                   env={**os.environ, **stores.env})
     assert not first.info(sid).archived

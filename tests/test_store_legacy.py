@@ -1,4 +1,5 @@
-"""Older JSON records: automatic import from <memory-dir>/sessions/*.json, --import, defaults."""
+"""Older JSON records: automatic import from <memory-dir>/sessions/*.json, --import, defaults
+(on both backends: the PostgreSQL store imports them from the memory dir too)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from actors.store import SessionStore
+from tests.stores import Stores
 
 
 def legacy_record(session_id: str, text: str) -> dict[str, Any]:
@@ -23,7 +24,9 @@ def legacy_record(session_id: str, text: str) -> dict[str, Any]:
     }
 
 
-def test_legacy_directory_is_imported_once_and_never_modified(memory_dir: Path) -> None:
+def test_legacy_directory_is_imported_once_and_never_modified(
+    stores: Stores, memory_dir: Path
+) -> None:
     sessions = memory_dir / "sessions"
     sessions.mkdir(parents=True)
     good = sessions / "z7Pq3hM4kA.json"
@@ -32,7 +35,7 @@ def test_legacy_directory_is_imported_once_and_never_modified(memory_dir: Path) 
     bad.write_text("{ not json")
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (good, bad)}
 
-    store = SessionStore(memory_dir)
+    store = stores.open(memory_dir)
     assert [s["id"] for s in store.list_sessions()] == ["z7Pq3hM4kA"]
     [warning] = store.import_warnings
     assert "broken.json" in warning
@@ -46,7 +49,7 @@ def test_legacy_directory_is_imported_once_and_never_modified(memory_dir: Path) 
     store.rename("z7Pq3hM4kA", "renamed in the new store")
     store.close()
 
-    again = SessionStore(memory_dir)  # idempotent: no duplicate, no overwrite of the rename
+    again = stores.open(memory_dir)  # idempotent: no duplicate, no overwrite of the rename
     assert [s["id"] for s in again.list_sessions()] == ["z7Pq3hM4kA"]
     assert again.info("z7Pq3hM4kA").title == "renamed in the new store"
     assert again.import_warnings == []  # a malformed file is reported once, until it changes
@@ -55,7 +58,7 @@ def test_legacy_directory_is_imported_once_and_never_modified(memory_dir: Path) 
 
 
 def test_import_files_and_directories_reports_malformed_by_name(
-    memory_dir: Path, tmp_path: Path
+    stores: Stores, memory_dir: Path, tmp_path: Path
 ) -> None:
     folder = tmp_path / "exports"
     folder.mkdir()
@@ -65,7 +68,7 @@ def test_import_files_and_directories_reports_malformed_by_name(
     (folder / "d.json").write_text(json.dumps({"id": "noMessages"}))
     single = tmp_path / "single.json"
     single.write_text(json.dumps(legacy_record("sessionC", "gamma")))
-    store = SessionStore(memory_dir)
+    store = stores.open(memory_dir)
     results = store.import_(folder, single, tmp_path / "missing.json")
     imported = sorted(r.session_id for r in results if r.session_id and not r.error)
     assert imported == ["sessionA", "sessionB", "sessionC"]
@@ -77,7 +80,7 @@ def test_import_files_and_directories_reports_malformed_by_name(
 
 
 def test_import_keeps_compacted_context_and_transcript_apart(
-    memory_dir: Path, tmp_path: Path
+    stores: Stores, memory_dir: Path, tmp_path: Path
 ) -> None:
     summary = {"role": "user", "content": "<session_context_data>s</session_context_data>"}
     record = legacy_record("compacted", "delta")
@@ -86,7 +89,7 @@ def test_import_keeps_compacted_context_and_transcript_apart(
     record["compactions"] = [{"at": "t", "before_tokens": 9, "after_tokens": 3, "summary": "s"}]
     path = tmp_path / "r.json"
     path.write_text(json.dumps(record))
-    store = SessionStore(memory_dir)
+    store = stores.open(memory_dir)
     store.import_(path)
     loaded = store.load_session("compacted")
     assert loaded["messages"] == record["messages"]

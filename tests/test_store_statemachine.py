@@ -1,4 +1,5 @@
-"""A hypothesis state machine over store operations, checked against a plain-list model."""
+"""A hypothesis state machine over store operations, checked against a plain-list model, on
+both backends (PostgreSQL: a fresh schema per example, when AGENT_HARNESS_TEST_PG is set)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,19 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from actors.errors import ContextConflict
 from actors.messages import repair
-from actors.store import SessionStore
+from actors.store import Store, open_store
+from tests.stores import SKIP_REASON, Schemas, pg_server_url
 
 
 class StoreMachine(RuleBasedStateMachine):
+    """On SQLite; :class:`PostgresStoreMachine` runs the same rules on PostgreSQL."""
+
+    url: str | None = None
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp())
-        self.store = SessionStore(self.dir)
+        self.store: Store = open_store(self.dir, self.url)
         self.counter = 0
         self.sid = self.store.create_session(messages=[{"role": "system", "content": "sys"}])
         self.context: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
@@ -84,7 +90,7 @@ class StoreMachine(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.store.close()
-        self.store = SessionStore(self.dir)
+        self.store = open_store(self.dir, self.url)
 
     @invariant()
     def matches_model(self) -> None:
@@ -101,5 +107,23 @@ class StoreMachine(RuleBasedStateMachine):
             assert [h["id"] for h in hits] == [self.sid]
 
 
+class PostgresStoreMachine(StoreMachine):
+    def __init__(self) -> None:
+        server = pg_server_url()
+        if server is None:
+            pytest.skip(SKIP_REASON)
+        self.schemas = Schemas(server)
+        self.url = self.schemas.new()
+        super().__init__()
+
+    def teardown(self) -> None:
+        super().teardown()
+        self.schemas.drop_all()
+
+
 TestStoreMachine = StoreMachine.TestCase
 TestStoreMachine.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+TestPostgresStoreMachine = PostgresStoreMachine.TestCase
+TestPostgresStoreMachine.settings = settings(
+    max_examples=40, stateful_step_count=25, deadline=None
+)

@@ -20,7 +20,9 @@ from typing import Any
 from actors.errors import HarnessError
 from actors.messages import Message, pairing_problems, repair, text_of
 from actors.store._records import timestamp
-from actors.store._sqlite import MAX_INDEXED_CHARS, SessionStore, _session_text
+from actors.store._search import MAX_INDEXED_CHARS
+from actors.store._search import session_text as _session_text
+from actors.store._sqlite import SessionStore
 
 REPAIRED_TITLE = "Repaired copy of "
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,35 @@ RECORD_FIELDS = (
     "transcript",
     "compactions",
 )
+
+
+@dataclass
+class ImportResult:
+    """What happened to one file given to import: imported, skipped (id present) or error."""
+
+    source: str
+    session_id: str | None = None
+    error: str | None = None
+    skipped: bool = False
+
+
+@dataclass
+class SessionInfo:
+    """Metadata of one session without its messages (cheap: one row and a count)."""
+
+    id: str
+    title: str
+    summary: str
+    status: str
+    archived: bool
+    created_at: str
+    updated_at: str
+    project_root: str
+    parent_id: str | None
+    state: dict[str, Any]
+    context_messages: int
+    transcript_messages: int
+    compactions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def timestamp() -> str:

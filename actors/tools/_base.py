@@ -21,7 +21,7 @@ from actors.errors import ToolFailed
 if TYPE_CHECKING:
     from actors.checkpoint_writer import CheckpointClient
     from actors.planning import Planning
-    from actors.store import SessionStore
+    from actors.store import Store
 
 
 class Permission(Enum):
@@ -39,7 +39,7 @@ class ToolContext:
     sandbox: Path
     memory_dir: Path
     planning: Planning
-    store: SessionStore | None = None
+    store: Store | None = None
     session_id: str | None = None
     writer: CheckpointClient | None = None  # writes of the running session go through it
     progress: list[str] = field(default_factory=list)

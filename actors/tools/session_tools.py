@@ -1,6 +1,6 @@
 """Session tools: list_sessions, search_sessions, read_session, write_session_summary.
 
-They call the synchronous :class:`SessionStore` in a worker thread. A store call is not
+They call the synchronous :class:`Store` in a worker thread. A store call is not
 cancellable: a cancellation waits for the call (one short transaction) to finish. The store's
 usage and storage errors (bad or unknown id, session locked, disk failure) become
 :class:`ToolFailed` with the store's message.
@@ -17,7 +17,7 @@ from actors.errors import HarnessError, StorageError, ToolFailed, UsageError
 from actors.tools._base import Permission, Tool, ToolContext
 
 if TYPE_CHECKING:
-    from actors.store import SessionStore
+    from actors.store import Store
 
 MAX_LISTED = 50
 SUMMARY_CHARS = 200
@@ -26,7 +26,7 @@ READ_SESSION_CHARS = 12_000
 T = TypeVar("T")
 
 
-def _store(ctx: ToolContext) -> SessionStore:
+def _store(ctx: ToolContext) -> Store:
     if ctx.store is None:
         raise ToolFailed("No session store is available in this run.")
     return ctx.store

@@ -1,14 +1,18 @@
-"""Holds a session's lease until stdin closes: python -m tests.programs.lease_holder DIR ID"""
+"""Holds a session's lease until stdin closes: python -m tests.programs.lease_holder DIR ID
+
+The store is the one $AGENT_HARNESS_STORE names (SQLite in DIR when unset)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
-from actors.store import SessionStore
+from actors.config import STORE_ENV
+from actors.store import open_store
 
 
 def main() -> None:
-    store = SessionStore(sys.argv[1])
+    store = open_store(sys.argv[1], os.environ.get(STORE_ENV))
     with store.lease(sys.argv[2]):
         print("held", flush=True)
         sys.stdin.read()

@@ -2,21 +2,34 @@
 
 Usage: python -m tests.programs.store_writer MEMORY_DIR SESSION_ID
 Each checkpoint appends two messages and sets state {"n": len(messages)} in one transaction.
+The store is the one $AGENT_HARNESS_STORE names (SQLite in MEMORY_DIR when unset).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 
-from actors.store import SessionStore
+from actors.config import STORE_ENV
+from actors.errors import SessionLocked
+from actors.store import open_store
 
 
 def main() -> None:
     memory_dir, session_id = sys.argv[1], sys.argv[2]
-    store = SessionStore(memory_dir)
+    store = open_store(memory_dir, os.environ.get(STORE_ENV))
     if not store.exists(session_id):
         store.create_session(session_id, [{"role": "system", "content": "sys"}])
-    messages = store.recover(session_id)
+    deadline = time.monotonic() + 10
+    while True:  # PostgreSQL frees a killed writer's lock when the server notices: soon
+        try:
+            messages = store.recover(session_id)
+            break
+        except SessionLocked:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
     payload = "x" * 2000
     while True:
         n = len(messages)

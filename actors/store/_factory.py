@@ -1,0 +1,42 @@
+"""Choosing the backend: ``open_store(memory_dir, url)``.
+
+No URL (or ``sqlite``) is the embedded SQLite store in the memory directory; a
+``postgresql://`` (or ``postgres://``) URL is the shared PostgreSQL store. The CLI takes the
+URL from ``--store`` or ``$AGENT_HARNESS_STORE``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from actors.errors import UsageError
+from actors.store._base import Store
+from actors.store._sqlite import SessionStore
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def open_store(
+    memory_dir: str | os.PathLike[str], url: str | None = None, *, import_legacy: bool = True
+) -> Store:
+    """Open the store ``url`` names (SQLite in ``memory_dir`` when None, empty or "sqlite").
+
+    Raises :class:`UsageError` for a URL of another kind or when psycopg is not installed,
+    :class:`StorageError` when the database cannot be reached.
+    """
+    if url is None or url.strip() in ("", "sqlite"):
+        return SessionStore(memory_dir, import_legacy=import_legacy)
+    if url.startswith(POSTGRES_SCHEMES):
+        try:
+            from actors.store._postgres import PostgresSessionStore
+        except ImportError as exc:
+            raise UsageError(
+                f"The PostgreSQL store needs psycopg ({exc}); install it with "
+                "pip install 'agent-harness[postgresql]'."
+            ) from None
+        return PostgresSessionStore(url, memory_dir, import_legacy=import_legacy)
+    scheme = url.split("://", 1)[0] if "://" in url else url[:20]
+    raise UsageError(
+        f"Unknown session store {scheme!r}: give a postgresql://… URL, or leave --store out "
+        "for SQLite in the memory directory."
+    )
