@@ -43,11 +43,12 @@ class _Barrier:
         self.reached = anyio.Event()
 
 
-def _history(memory_dir: Path) -> FileHistory:
+def create_history_file(memory_dir: Path) -> Path:
+    """The input history file, created 0600 if missing (before the event loop starts)."""
     path = memory_dir / HISTORY_FILE
     if not path.exists():
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
-    return FileHistory(str(path))
+    return path
 
 
 class Repl:
@@ -64,7 +65,7 @@ class Repl:
         self.renderer = Renderer(self._ask, self._refresh)
         settings = supervisor.settings
         self.session: PromptSession[str] = PromptSession(
-            history=_history(settings.memory_dir),
+            history=FileHistory(str(settings.memory_dir / HISTORY_FILE)),
             completer=HarnessCompleter(supervisor.store.list_sessions, settings.sandbox_dir),
             complete_in_thread=True,  # session ids come from the database
             multiline=True,
@@ -240,5 +241,6 @@ def run_repl(
 ) -> int:
     if not sys.stdin.isatty():  # pragma: no cover - print mode handles pipes
         raise SystemExit("harness: the interactive prompt needs a terminal; use -p")
+    create_history_file(settings.memory_dir)
     return anyio.run(partial(_main, settings, store, resume, continue_latest),
                      backend="asyncio")
