@@ -38,9 +38,11 @@ async def ask(
     async with reply_receive:
         try:
             await inbox.send(make_request(reply_send))
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        except BaseException as exc:  # cancelled, or the actor is gone: nobody will answer
             reply_send.close()
-            raise ActorGone(f"The {actor} is not running.") from None
+            if isinstance(exc, anyio.BrokenResourceError | anyio.ClosedResourceError):
+                raise ActorGone(f"The {actor} is not running.") from None
+            raise
         try:
             return await reply_receive.receive()
         except anyio.EndOfStream:

@@ -157,12 +157,14 @@ class ModelClient:
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Serve requests concurrently until every sender of ``inbox`` is closed."""
+        """Serve requests concurrently until every sender of ``inbox`` is closed; requests
+        still running then (a background compaction's summary call) are cancelled."""
         try:
             async with inbox, anyio.create_task_group() as tg:
                 task_status.started()
                 async for request in inbox:
                     tg.start_soon(self._serve, request)
+                tg.cancel_scope.cancel()  # closing: nobody waits for requests still running
         finally:
             with anyio.move_on_after(2, shield=True):
                 await self._client.close()
@@ -171,11 +173,14 @@ class ModelClient:
         outcome = ModelOutcome(interrupted=True)
         received: list[str] = []
         scope = request.turn.scope() if request.turn is not None else anyio.CancelScope()
-        with scope:
-            outcome = await self._complete(request, received)
-        if outcome.interrupted:
-            outcome.partial_text = "".join(received)
-        await answer(request.reply, outcome)
+        try:
+            with scope:
+                outcome = await self._complete(request, received)
+            if outcome.interrupted:
+                outcome.partial_text = "".join(received)
+            await answer(request.reply, outcome)
+        finally:
+            request.reply.close()  # cancelled with the actor: the caller sees no answer
 
     async def _complete(self, request: ModelRequest, received: list[str]) -> ModelOutcome:
         last_error = "no answer"

@@ -183,7 +183,7 @@ class Supervisor:
         if info.project_root and info.project_root != project_root:
             raise ProjectMismatch(self.session_id, info.project_root)
         self.crashed_before = info.status == "active"  # we hold the lease: its holder died
-        before = self.store.info(self.session_id).transcript_messages
+        before = info.transcript_messages
         self.messages = self.store.recover(self.session_id)
         self.recovered_calls = self.store.info(self.session_id).transcript_messages - before
         state = info.state

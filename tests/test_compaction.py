@@ -291,3 +291,20 @@ def test_summary_input_is_bounded_by_the_budget() -> None:
     omitted = int(fitted[1]["content"].split()[0])
     assert fitted[2:] == older[1 + omitted:]  # the newest ones are kept, in order
     assert estimate_messages(fitted) <= 1000 + estimate_message(fitted[1])
+
+
+@pytest.mark.anyio
+async def test_leaving_does_not_wait_for_a_background_compaction(tmp_path: Path) -> None:
+    endless_summary = Reply("word " * 400, chunk_delay=0.5)  # ~200 s of streaming
+    responder = Responder([Reply(LONG, usage=(3000, 300)), Reply("Second.", usage=(3400, 10))],
+                          endless_summary)
+    with ScriptedServer(responder) as server:
+        settings_ = settings_for(tmp_path, server.base_url, max_context_tokens=10_000,
+                                 compact_threshold=0.3)
+        with anyio.fail_after(20):  # a hang guard, far above the expected exit time
+            async with running(settings_) as (sup, _):
+                await sup.run_turn("one")
+                await sup.run_turn("two")
+                assert sup.compactor is not None and sup.compactor.running
+    record = SessionStore(settings_.memory_dir).load_session(sup.session_id)
+    assert record["status"] == "saved" and record["compactions"] == []
