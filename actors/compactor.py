@@ -32,7 +32,7 @@ from actors.budget import estimate_message, estimate_messages
 from actors.checkpoint_writer import CheckpointClient
 from actors.config import Settings
 from actors.errors import HarnessError
-from actors.events import CompactionState, Event, Notice
+from actors.events import CompactionState, Event, EventSink, Notice
 from actors.mailbox import answer, ask
 from actors.messages import Message
 from actors.model_client import ModelOutcome, ModelRequest
@@ -147,7 +147,7 @@ class Compactor:
         settings: Settings,
         model_inbox: MemoryObjectSendStream[ModelRequest],
         writer: CheckpointClient,
-        events: MemoryObjectSendStream[Event] | None,
+        events: EventSink,
         inbox: MemoryObjectSendStream[CompactRequest],
     ) -> None:
         self.settings = settings
@@ -325,10 +325,6 @@ class Compactor:
             return ModelOutcome(error=str(exc))
 
     async def _emit(self, event: Event) -> None:
-        if self._events is not None:
-            try:
-                await self._events.send(event)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._events = None
+        await self._events.send(event)
 
 

@@ -7,8 +7,9 @@ dataclass, except :class:`ApprovalRequest`, which carries the reply stream for t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 
@@ -89,3 +90,30 @@ Event = (
     | ContextGauge
     | ApprovalRequest
 )
+
+
+class EventSink:
+    """Where the actors send events: the front end's stream, shared by all of them.
+
+    Once the front end stops listening (its receiving end closed), events are dropped for
+    everyone instead of failing the actor that sent them. Sending waits while the stream's
+    buffer is full (back-pressure) and is cancellable like any send.
+    """
+
+    def __init__(self, stream: MemoryObjectSendStream[Any] | None) -> None:
+        self._stream = stream
+
+    @property
+    def listening(self) -> bool:
+        return self._stream is not None
+
+    async def send(self, event: Event) -> bool:
+        """Send ``event``; False when nobody listens (then or any more)."""
+        if self._stream is None:
+            return False
+        try:
+            await self._stream.send(event)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._stream = None
+            return False
+        return True

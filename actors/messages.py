@@ -9,7 +9,7 @@ no I/O, no clock, so the store, the supervisor and the tests share one definitio
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,10 +29,6 @@ def to_plain(message: Any) -> Message:
     if dump is not None:
         return dump(exclude_none=True)
     raise TypeError(f"Cannot persist message of type {type(message).__name__}")
-
-
-def to_plain_list(messages: Iterable[Any]) -> list[Message]:
-    return [to_plain(m) for m in messages]
 
 
 def encode(message: Message) -> str:

@@ -18,7 +18,6 @@ far; it never raises into the supervisor.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +27,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from actors.budget import Usage, estimate_messages
-from actors.events import Event, Notice, StreamRestarted, TextDelta
+from actors.events import Event, EventSink, Notice, StreamRestarted, TextDelta
 from actors.mailbox import answer
 from actors.messages import Message
 from actors.turn import Turn
@@ -49,7 +48,7 @@ class ModelRequest:
     reply: MemoryObjectSendStream[ModelOutcome]
     tools: list[dict[str, Any]] | None = None
     turn: Turn | None = None
-    events: MemoryObjectSendStream[Event] | None = None
+    events: EventSink | None = None
     temperature: float | None = None
     max_tokens: int | None = None
 
@@ -258,15 +257,4 @@ class ModelClient:
     @staticmethod
     async def _emit(request: ModelRequest, event: Event) -> None:
         if request.events is not None:
-            try:
-                await request.events.send(event)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                request.events = None  # nobody is listening any more
-
-
-def assistant_text(messages: Sequence[Message]) -> str:
-    """The text of the last assistant message (the turn's final answer)."""
-    for message in reversed(messages):
-        if message.get("role") == "assistant":
-            return str(message.get("content") or "")
-    return ""
+            await request.events.send(event)

@@ -39,7 +39,7 @@ from actors.errors import (
     StorageError,
     UsageError,
 )
-from actors.events import ContextGauge, Event, Notice, ToolCallFinished
+from actors.events import ContextGauge, Event, EventSink, Notice, ToolCallFinished
 from actors.ids import new_session_id
 from actors.mailbox import ActorGone, ask
 from actors.messages import (
@@ -92,7 +92,7 @@ class Supervisor:
         self.settings = settings
         self.store = store
         self.session_id = session_id
-        self.events = events
+        self.events = EventSink(events)  # shared with the actors
         self.messages: list[Message] = []
         self.planning = Planning()
         self.usage = UsageTotals()
@@ -131,7 +131,8 @@ class Supervisor:
         if resume:
             await anyio.to_thread.run_sync(store.info, resume)  # unknown id: no lock file
         session_id = resume or new_session_id()
-        if store.is_leased_here(session_id):  # the lease is re-entrant; a second run is not
+        # The lease is re-entrant within a process; a second run of one session is not.
+        if await anyio.to_thread.run_sync(store.is_leased_here, session_id):
             raise SessionLocked(session_id, f"pid {os.getpid()}, this process")
         lease = store.lease(session_id)
         await anyio.to_thread.run_sync(lease.__enter__)
@@ -267,11 +268,7 @@ class Supervisor:
         await self._emit(Notice(text, level))
 
     async def _emit(self, event: Event) -> None:
-        if self.events is not None:
-            try:
-                await self.events.send(event)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self.events = None
+        await self.events.send(event)
 
     async def _checkpoint(self, *, planned_calls: bool = False) -> None:
         assert self._writer is not None
@@ -291,10 +288,6 @@ class Supervisor:
             return False
         self._turn.cancel(reason)
         return True
-
-    @property
-    def turn_running(self) -> bool:
-        return self._turn is not None
 
     async def run_turn(self, text: str) -> TurnResult:
         """Run one user message to its end: answered, interrupted, failed or stopped by a limit.

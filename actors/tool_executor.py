@@ -26,7 +26,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from actors.checkpoint_writer import CheckpointClient
 from actors.config import Mode
 from actors.errors import StorageError, ToolFailed
-from actors.events import ApprovalRequest, Event, ToolCallFinished, ToolCallStarted
+from actors.events import ApprovalRequest, Event, EventSink, ToolCallFinished, ToolCallStarted
 from actors.mailbox import answer
 from actors.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE
 from actors.tools import TOOLS, Permission, Tool, ToolContext, validate_arguments
@@ -123,7 +123,7 @@ class ToolExecutor:
         max_output_bytes: int,
         make_context: Callable[[], ToolContext],
         writer: CheckpointClient,
-        events: MemoryObjectSendStream[Event] | None,
+        events: EventSink,
         tools: dict[str, Tool] | None = None,
     ) -> None:
         self.mode = mode
@@ -261,7 +261,7 @@ class ToolExecutor:
         return self._outcome(call, status, text)
 
     async def _approved(self, tool: Tool, args: dict[str, Any]) -> bool:
-        if self._events is None:
+        if not self._events.listening:
             return False
         reply_send, reply_receive = anyio.create_memory_object_stream[bool](1)
         async with reply_receive:
@@ -275,11 +275,4 @@ class ToolExecutor:
                 return False
 
     async def _emit(self, event: Event) -> bool:
-        if self._events is None:
-            return False
-        try:
-            await self._events.send(event)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self._events = None
-            return False
-        return True
+        return await self._events.send(event)
