@@ -24,7 +24,7 @@ import pexpect
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.scripted_server import Reply, ScriptedServer, ToolCall  # noqa: E402
+from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall  # noqa: E402
 
 BOUND = 0.5
 

@@ -7,12 +7,12 @@ Run from the repository root::
     python benchmarks/torture.py --kills 20 --seed 7 --json
     python benchmarks/torture.py --workdir /tmp/torture   # keep the store and the logs
 
-A scripted OpenAI-compatible server (``tests/scripted_server.py``, real HTTP on loopback) plays
-a model that works through an endless task: each request is answered, streamed with a small
-random delay between chunks, by one to three tool calls (``run_bash`` commands that append a
-unique token to ``ledger.txt`` in the project directory, sometimes a ``write_file``), and every
-:data:`TEXT_EVERY`-th request by a plain answer that ends the turn. Summary requests of the
-compactor get a short summary.
+A scripted OpenAI-compatible server (``actors/testing/scripted_server.py``, real HTTP on
+loopback) plays a model that works through an endless task: each request is answered, streamed
+with a small random delay between chunks, by one to three tool calls (``run_bash`` commands
+that append a unique token to ``ledger.txt`` in the project directory, sometimes a
+``write_file``), and every :data:`TEXT_EVERY`-th request by a plain answer that ends the turn.
+Summary requests of the compactor get a short summary.
 
 The loop starts ``python -m repl -p "continue the task (run I)" --resume ID`` (the first run
 without ``--resume``) as a real subprocess, lets it run for a random (seeded) moment, sends it
@@ -56,13 +56,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from actors.budget import CHARS_PER_TOKEN, estimate_messages  # noqa: E402
-from actors.compactor import SUMMARY_OPEN, SUMMARY_PROMPT, summary_message  # noqa: E402
-from actors.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE, tool_calls_of  # noqa: E402
-from actors.prompts import system_prompt  # noqa: E402
+from actors.core.budget import CHARS_PER_TOKEN, estimate_messages  # noqa: E402
+from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE, tool_calls_of  # noqa: E402
+from actors.core.prompts import system_prompt  # noqa: E402
+from actors.runtime.compactor import SUMMARY_OPEN, SUMMARY_PROMPT, summary_message  # noqa: E402
 from actors.store import SessionStore  # noqa: E402
-from actors.tools import tool_schemas  # noqa: E402
-from tests.scripted_server import (  # noqa: E402
+from actors.testing.scripted_server import (  # noqa: E402
     Reply,
     ScriptedServer,
     Step,
@@ -70,6 +69,7 @@ from tests.scripted_server import (  # noqa: E402
     _chunks,
     tool_pairing_errors,
 )
+from actors.tools import tool_schemas  # noqa: E402
 
 JSON = dict[str, Any]
 

@@ -9,7 +9,7 @@ Run from the repository root::
     python benchmarks/turn.py --turns 100 --backend trio
     python benchmarks/turn.py --skip-long     # only part 1 (--skip-overhead: only part 2)
 
-The real :class:`~actors.supervisor.Supervisor` (model client, tool executor, checkpoint
+The real :class:`~actors.runtime.supervisor.Supervisor` (model client, tool executor, checkpoint
 writer, compactor, SQLite store with real ``fsync``) runs in this process under ``anyio.run``
 against the scripted chat-completions server of the tests (real HTTP on loopback, in a thread
 of this process, answering with no artificial delay). Scratch directories are removed at the
@@ -64,18 +64,16 @@ from openai.types.chat.completion_create_params import (  # noqa: E402
     CompletionCreateParamsStreaming,
 )
 
-from actors.budget import estimate_messages  # noqa: E402
-from actors.compactor import SUMMARY_PROMPT  # noqa: E402
-from actors.config import Settings  # noqa: E402
-from actors.events import Event, Notice  # noqa: E402
-from actors.model_client import ModelOutcome  # noqa: E402
+from actors.core.budget import estimate_messages  # noqa: E402
+from actors.core.config import Settings  # noqa: E402
+from actors.core.events import Event, Notice  # noqa: E402
+from actors.core.turn import Turn  # noqa: E402
+from actors.model.client import ModelOutcome  # noqa: E402
+from actors.runtime.compactor import SUMMARY_PROMPT  # noqa: E402
+from actors.runtime.supervisor import Supervisor  # noqa: E402
+from actors.runtime.tool_executor import BatchOutcome  # noqa: E402
 from actors.store import SessionStore  # noqa: E402
-from actors.supervisor import Supervisor  # noqa: E402
-from actors.tool_executor import BatchOutcome  # noqa: E402
-from actors.turn import Turn  # noqa: E402
-from benchmarks.store import machine  # noqa: E402
-from tests.runtime import settings_for  # noqa: E402
-from tests.scripted_server import (  # noqa: E402
+from actors.testing.scripted_server import (  # noqa: E402
     Reply,
     Responder,
     ScriptedServer,
@@ -83,6 +81,8 @@ from tests.scripted_server import (  # noqa: E402
     ToolCall,
     _Handler,
 )
+from benchmarks.store import machine  # noqa: E402
+from tests.runtime import settings_for  # noqa: E402
 
 JSON = dict[str, Any]
 SUMMARY_MARK = SUMMARY_PROMPT.split(",")[0]  # "Summarize conversation data"

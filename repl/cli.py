@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from actors.config import (
+from actors.core.config import (
     DEFAULT_MODEL,
     Mode,
     Settings,
@@ -21,7 +21,7 @@ from actors.config import (
     default_memory_dir,
     default_store_url,
 )
-from actors.errors import HarnessError, UsageError
+from actors.core.errors import HarnessError, UsageError
 from actors.store import Store
 from actors.store import open_store as open_backend
 from repl import session_commands

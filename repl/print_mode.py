@@ -15,10 +15,10 @@ from typing import TextIO
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from actors.config import Settings
-from actors.events import ApprovalRequest, Event, Notice, ToolCallFinished, ToolCallStarted
+from actors.core.config import Settings
+from actors.core.events import ApprovalRequest, Event, Notice, ToolCallFinished, ToolCallStarted
+from actors.runtime.supervisor import Supervisor, TurnResult
 from actors.store import Store
-from actors.supervisor import Supervisor, TurnResult
 
 
 async def _report(

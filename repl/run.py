@@ -13,10 +13,10 @@ from functools import partial
 
 import anyio
 
-from actors.config import Settings
-from actors.errors import UsageError
+from actors.core.config import Settings
+from actors.core.errors import UsageError
+from actors.runtime.supervisor import Supervisor
 from actors.store import Store
-from actors.supervisor import Supervisor
 from repl.print_mode import run_print_mode
 
 
@@ -62,6 +62,6 @@ def run_agent(args: argparse.Namespace, settings: Settings, store: Store) -> int
                     continue_latest=args.continue_),
             backend=_backend(),
         )
-    from repl.app import run_repl
+    from repl.interactive.app import run_repl
 
     return run_repl(settings, store, resume=args.resume, continue_latest=args.continue_)

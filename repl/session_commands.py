@@ -2,7 +2,7 @@
 fork, archive, unarchive, delete, export and import.
 
 Each function prints to stdout and returns the exit status; user mistakes raise
-:class:`actors.errors.UsageError`, which the CLI turns into one line on stderr and status 2.
+:class:`actors.core.errors.UsageError`, which the CLI turns into one line on stderr and status 2.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from actors.errors import StorageError, UsageError
+from actors.core.errors import StorageError, UsageError
 from actors.store import SessionInfo, SessionStore, Store, open_store, timestamp, to_markdown
 from actors.store._sqlite import DB_NAME
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import anyio
 
-from actors.config import Mode, Settings
-from actors.events import ApprovalRequest, Event
+from actors.core.config import Mode, Settings
+from actors.core.events import ApprovalRequest, Event
+from actors.runtime.supervisor import Supervisor
 from actors.store import SessionStore
-from actors.supervisor import Supervisor
 
 
 def settings_for(tmp_path: Path, base_url: str, **overrides: Any) -> Settings:

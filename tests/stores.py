@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import pytest
 
-from actors.config import STORE_ENV
+from actors.core.config import STORE_ENV
 from actors.store import Store, open_store
 
 PG_ENV = "AGENT_HARNESS_TEST_PG"

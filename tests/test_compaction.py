@@ -11,19 +11,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.budget import ContextEstimator, estimate_message, estimate_messages
-from actors.compactor import (
+from actors.core.budget import ContextEstimator, estimate_message, estimate_messages
+from actors.core.messages import pairing_problems
+from actors.runtime.compactor import (
     PINNED_HEADER,
     SUMMARY_CLOSE,
     SUMMARY_OPEN,
     compacted,
     split_point,
 )
-from actors.messages import pairing_problems
+from actors.runtime.supervisor import TOOL_SCHEMA_TOKENS
 from actors.store import SessionStore
-from actors.supervisor import TOOL_SCHEMA_TOKENS
+from actors.testing.scripted_server import (
+    Fail,
+    Reply,
+    ScriptedServer,
+    ToolCall,
+    tool_pairing_errors,
+)
 from tests.runtime import running, settings_for
-from tests.scripted_server import Fail, Reply, ScriptedServer, ToolCall, tool_pairing_errors
 
 LONG = "This answer goes into detail. " * 40  # ~300 tokens
 
@@ -280,7 +286,7 @@ def test_compact_from_the_command_line_and_info(memory_dir: Path, tmp_path: Path
 
 
 def test_summary_input_is_bounded_by_the_budget() -> None:
-    from actors.compactor import fit_for_summary, summary_message
+    from actors.runtime.compactor import fit_for_summary, summary_message
 
     earlier = summary_message("what happened before")
     older = [earlier] + [{"role": "user", "content": f"message {i} " + "w" * 400}

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from actors.errors import CorruptSession
-from actors.messages import pairing_problems
+from actors.core.errors import CorruptSession
+from actors.core.messages import pairing_problems
 from actors.store import SessionStore
+from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
 from tests.clitools import harness
-from tests.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
 
 
 @pytest.fixture

@@ -14,11 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from actors.messages import INTERRUPTED_NOTICE
+from actors.core.messages import INTERRUPTED_NOTICE
 from actors.store import SessionStore
+from actors.testing.scripted_server import (
+    Hang,
+    Reply,
+    ScriptedServer,
+    ToolCall,
+    tool_pairing_errors,
+)
 from tests.clitools import REPO, harness
 from tests.runtime import pid_alive, wait_for
-from tests.scripted_server import Hang, Reply, ScriptedServer, ToolCall, tool_pairing_errors
 
 
 @pytest.fixture(params=["asyncio", "trio"])

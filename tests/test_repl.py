@@ -12,11 +12,11 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from actors.messages import INTERRUPTED_NOTICE
+from actors.core.messages import INTERRUPTED_NOTICE
 from actors.store import SessionStore
+from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
 from tests.clitools import REPO
 from tests.runtime import pid_alive, wait_for
-from tests.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
 
 PROMPT = "You:"
 UP = "\x1b[A"

@@ -8,8 +8,8 @@ from typing import Any
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
-from repl.commands import COMMANDS
-from repl.completion import HarnessCompleter
+from repl.interactive.commands import COMMANDS
+from repl.interactive.completion import HarnessCompleter
 
 SESSIONS = [{"id": "abc123", "title": "Parser rewrite", "summary": ""},
             {"id": "abd999", "title": "", "summary": "Fixed the cache key"}]

@@ -1,4 +1,4 @@
-"""Tests for tests/scripted_server.py, driven by the real ``openai.AsyncOpenAI`` client.
+"""Tests for actors/testing/scripted_server.py, driven by the real ``openai.AsyncOpenAI`` client.
 
 Every async test runs on asyncio and on trio (see the ``anyio_backend`` fixture in conftest).
 """
@@ -22,7 +22,7 @@ import httpx2
 import openai
 import pytest
 
-from tests.scripted_server import (
+from actors.testing.scripted_server import (
     Drop,
     Fail,
     Hang,
@@ -470,7 +470,8 @@ def test_program_serves_a_script_in_a_subprocess(tmp_path: Path) -> None:
     script = tmp_path / "steps.json"
     script.write_text(json.dumps([{"reply": "from another process"}]))
     root = Path(__file__).resolve().parents[1]
-    command = [sys.executable, "-m", "tests.scripted_server", "--port", "0", "--script", script]
+    command = [sys.executable, "-m", "actors.testing.scripted_server", "--port", "0",
+               "--script", script]
     with subprocess.Popen(
         command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as proc:

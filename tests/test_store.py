@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from actors.errors import ContextConflict, InvalidSessionId, SessionNotFound, UsageError
-from actors.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE, pairing_problems
+from actors.core.errors import ContextConflict, InvalidSessionId, SessionNotFound, UsageError
+from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE, pairing_problems
 from actors.store import SessionStore, Store
 from tests.stores import Stores
 

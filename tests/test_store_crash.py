@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from actors.messages import pairing_problems
+from actors.core.messages import pairing_problems
 from actors.store import SessionStore
 from tests.stores import Stores
 

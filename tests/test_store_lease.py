@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.errors import SessionLocked
+from actors.core.errors import SessionLocked
 from tests.stores import Stores, wait_until
 
 REPO = Path(__file__).resolve().parent.parent

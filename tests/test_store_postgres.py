@@ -19,12 +19,18 @@ from typing import Any
 import psycopg
 import pytest
 
-from actors.errors import StorageError
-from actors.messages import INTERRUPTED_NOTICE
+from actors.core.errors import StorageError
+from actors.core.messages import INTERRUPTED_NOTICE
 from actors.store import Store, open_store
+from actors.testing.scripted_server import (
+    Hang,
+    Reply,
+    ScriptedServer,
+    ToolCall,
+    tool_pairing_errors,
+)
 from tests.clitools import REPO, harness
 from tests.runtime import wait_for
-from tests.scripted_server import Hang, Reply, ScriptedServer, ToolCall, tool_pairing_errors
 from tests.stores import Stores, wait_until
 
 SYSTEM = {"role": "system", "content": "sys"}

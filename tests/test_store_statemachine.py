@@ -13,8 +13,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from actors.errors import ContextConflict
-from actors.messages import repair
+from actors.core.errors import ContextConflict
+from actors.core.messages import repair
 from actors.store import Store, open_store
 from tests.stores import SKIP_REASON, Schemas, pg_server_url
 

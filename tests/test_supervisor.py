@@ -9,14 +9,13 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.config import Mode
-from actors.errors import ProjectMismatch, SessionArchived, SessionLocked
-from actors.events import Notice, StreamRestarted, TextDelta, ToolCallStarted
-from actors.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE
+from actors.core.config import Mode
+from actors.core.errors import ProjectMismatch, SessionArchived, SessionLocked
+from actors.core.events import Notice, StreamRestarted, TextDelta, ToolCallStarted
+from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE
+from actors.runtime.supervisor import Supervisor
 from actors.store import SessionStore
-from actors.supervisor import Supervisor
-from tests.runtime import Recorder, pid_alive, running, settings_for, wait_for
-from tests.scripted_server import (
+from actors.testing.scripted_server import (
     Drop,
     Fail,
     Hang,
@@ -25,6 +24,7 @@ from tests.scripted_server import (
     ToolCall,
     tool_pairing_errors,
 )
+from tests.runtime import Recorder, pid_alive, running, settings_for, wait_for
 
 pytestmark = pytest.mark.anyio
 

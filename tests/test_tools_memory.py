@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from actors.errors import ToolFailed
-from actors.planning import Planning
+from actors.core.errors import ToolFailed
+from actors.core.planning import Planning
 from actors.tools import TOOLS, ToolContext, validate_arguments
 
 pytestmark = pytest.mark.anyio

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from actors.errors import ToolFailed, UsageError
+from actors.core.errors import ToolFailed, UsageError
 from actors.tools import TOOLS, Permission, Tool, ToolContext, tool_schemas, validate_arguments
 
 

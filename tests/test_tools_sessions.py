@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from actors.errors import ToolFailed
-from actors.planning import Planning
+from actors.core.errors import ToolFailed
+from actors.core.planning import Planning
 from actors.store import SessionStore
 from actors.tools import TOOLS, ToolContext, validate_arguments
 from actors.tools.session_tools import READ_SESSION_CHARS

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors.planning import Planning
+from actors.core.planning import Planning
 from actors.tools import TOOLS, ToolContext
 from actors.tools import shell as shell_tool
 

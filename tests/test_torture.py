@@ -12,7 +12,8 @@ import json
 import random
 from pathlib import Path
 
-from actors.compactor import SUMMARY_PROMPT, summary_message
+from actors.runtime.compactor import SUMMARY_PROMPT, summary_message
+from actors.testing.scripted_server import Reply
 from benchmarks.torture import (
     LOSS_FIGURES,
     Figures,
@@ -22,7 +23,6 @@ from benchmarks.torture import (
     run_torture,
     token_of,
 )
-from tests.scripted_server import Reply
 
 SYSTEM = {"role": "system", "content": "You are a test."}
 USER = {"role": "user", "content": "continue the task (run 0)"}

@@ -34,15 +34,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from actors.errors import (
+from actors.core.errors import (
     ContextConflict,
     CorruptSession,
     SessionNotFound,
     StorageError,
     UsageError,
 )
-from actors.ids import check_session_id, new_session_id
-from actors.messages import (
+from actors.core.ids import check_session_id, new_session_id
+from actors.core.messages import (
     INTERRUPTED_NOTICE,
     NOT_STARTED_NOTICE,
     Message,

@@ -17,8 +17,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.errors import HarnessError
-from actors.messages import Message, pairing_problems, repair, text_of
+from actors.core.errors import HarnessError
+from actors.core.messages import Message, pairing_problems, repair, text_of
 from actors.store._records import timestamp
 from actors.store._search import MAX_INDEXED_CHARS
 from actors.store._search import session_text as _session_text
@@ -254,7 +254,7 @@ def _rebuild_index(store: SessionStore) -> None:
 
 
 def _copy_readable(store: SessionStore, session_id: str, rows: _SessionRows, title: str) -> str:
-    from actors.ids import new_session_id
+    from actors.core.ids import new_session_id
 
     try:
         state = json.loads(rows.meta["state"])

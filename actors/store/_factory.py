@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from actors.errors import UsageError
+from actors.core.errors import UsageError
 from actors.store._base import Store
 from actors.store._sqlite import SessionStore
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from actors.errors import SessionLocked, StorageError
+from actors.core.errors import SessionLocked, StorageError
 
 
 @dataclass

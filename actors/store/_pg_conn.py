@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from actors.errors import CorruptSession, StorageError
+from actors.core.errors import CorruptSession, StorageError
 
 # psycopg logs, at WARNING, errors it ignores while an error is already propagating (closing
 # a pipeline on a lost connection); those reach the user through :func:`translated`, once.

@@ -31,7 +31,7 @@ from typing import Any
 
 import psycopg
 
-from actors.errors import SessionLocked
+from actors.core.errors import SessionLocked
 from actors.store._pg_conn import connect, translated
 from actors.store._pg_schema import namespaced_key
 from actors.store._records import timestamp

@@ -28,7 +28,7 @@ from typing import Any
 
 import psycopg
 
-from actors.errors import StorageError
+from actors.core.errors import StorageError
 
 SCHEMA_VERSION = 1
 

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from actors.errors import InvalidRecord, StorageError, UsageError
-from actors.messages import encode, to_plain
+from actors.core.errors import InvalidRecord, StorageError, UsageError
+from actors.core.messages import encode, to_plain
 from actors.store._records import (
     FORMAT_VERSION,
     ImportResult,

@@ -33,9 +33,9 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from actors.errors import StorageError
-from actors.ids import check_session_id
-from actors.messages import text_of
+from actors.core.errors import StorageError
+from actors.core.ids import check_session_id
+from actors.core.messages import text_of
 from actors.store import _pg_lease
 from actors.store._base import Conn, Store
 from actors.store._pg_conn import PgConn, connect, display_url, translated

@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from actors.errors import InvalidRecord
-from actors.ids import check_session_id
-from actors.messages import Message, text_of
+from actors.core.errors import InvalidRecord
+from actors.core.ids import check_session_id
+from actors.core.messages import Message, text_of
 
 FORMAT_VERSION = 1
 STATUSES = ("active", "saved", "aborted")

@@ -93,7 +93,7 @@ _MIGRATIONS: dict[int, str] = {
 def migrate(conn: sqlite3.Connection) -> None:
     """Bring the database to :data:`SCHEMA_VERSION`; safe to run on every open, by many
     processes at once (the version is read and raised inside one write transaction)."""
-    from actors.errors import StorageError
+    from actors.core.errors import StorageError
 
     if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
         return

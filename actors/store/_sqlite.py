@@ -24,8 +24,8 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from actors.errors import CorruptSession, StorageError
-from actors.ids import check_session_id
+from actors.core.errors import CorruptSession, StorageError
+from actors.core.ids import check_session_id
 from actors.store import _lease
 from actors.store._base import Conn, Store
 from actors.store._records import timestamp

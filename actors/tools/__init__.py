@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from actors.errors import UsageError
+from actors.core.errors import UsageError
 from actors.tools._base import Permission, Tool, ToolContext
 from actors.tools._schema import validate_arguments
 from actors.tools.files import FILE_TOOLS

@@ -16,11 +16,11 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from actors.errors import ToolFailed
+from actors.core.errors import ToolFailed
 
 if TYPE_CHECKING:
-    from actors.checkpoint_writer import CheckpointClient
-    from actors.planning import Planning
+    from actors.core.planning import Planning
+    from actors.runtime.checkpoint_writer import CheckpointClient
     from actors.store import Store
 
 

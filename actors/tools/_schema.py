@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from actors.errors import ToolFailed
+from actors.core.errors import ToolFailed
 
 if TYPE_CHECKING:
     from actors.tools._base import Tool

@@ -20,7 +20,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from actors.errors import ToolFailed
+from actors.core.errors import ToolFailed
 from actors.tools._base import Permission, Tool, ToolContext
 
 # read_file stops at this many UTF-8 bytes, under the executor's 32 KB output cap, and says

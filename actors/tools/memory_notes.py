@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from actors.errors import ToolFailed
+from actors.core.errors import ToolFailed
 from actors.tools._base import Permission, Tool, ToolContext
 
 SCOPES = ("project", "user")

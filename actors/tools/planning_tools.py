@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.planning import MAX_RETRIES, TODO_STATUSES
+from actors.core.planning import MAX_RETRIES, TODO_STATUSES
 from actors.tools._base import Permission, Tool, ToolContext
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 
-from actors.errors import HarnessError, StorageError, ToolFailed, UsageError
+from actors.core.errors import HarnessError, StorageError, ToolFailed, UsageError
 from actors.tools._base import Permission, Tool, ToolContext
 
 if TYPE_CHECKING:

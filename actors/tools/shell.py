@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from actors.errors import ToolFailed
+from actors.core.errors import ToolFailed
 from actors.tools._base import Permission, Tool, ToolContext
 
 GRACE_SECONDS = 0.3  # between SIGTERM and SIGKILL (Ctrl-C must return within 0.5 s)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from actors.config import STORE_ENV
+from actors.core.config import STORE_ENV
 from actors.store import open_store
 
 

@@ -11,8 +11,8 @@ import os
 import sys
 import time
 
-from actors.config import STORE_ENV
-from actors.errors import SessionLocked
+from actors.core.config import STORE_ENV
+from actors.core.errors import SessionLocked
 from actors.store import open_store
 
 

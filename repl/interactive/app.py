@@ -25,13 +25,13 @@ from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.patch_stdout import patch_stdout
 
-from actors.config import Settings
-from actors.events import Event
+from actors.core.config import Settings
+from actors.core.events import Event
+from actors.runtime.supervisor import Supervisor
 from actors.store import Store
-from actors.supervisor import Supervisor
-from repl.commands import ExitRequested, run_command
-from repl.completion import HarnessCompleter
-from repl.render import Renderer
+from repl.interactive.commands import ExitRequested, run_command
+from repl.interactive.completion import HarnessCompleter
+from repl.interactive.render import Renderer
 
 HISTORY_FILE = "history"
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from actors.messages import Message, tool_calls_of
+from actors.core.messages import Message, tool_calls_of
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4

@@ -23,14 +23,14 @@ from typing import Any, Literal
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from actors.checkpoint_writer import CheckpointClient
-from actors.config import Mode
-from actors.errors import StorageError, ToolFailed
-from actors.events import ApprovalRequest, Event, EventSink, ToolCallFinished, ToolCallStarted
-from actors.mailbox import answer
-from actors.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE
+from actors.core.config import Mode
+from actors.core.errors import StorageError, ToolFailed
+from actors.core.events import ApprovalRequest, Event, EventSink, ToolCallFinished, ToolCallStarted
+from actors.core.mailbox import answer
+from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE
+from actors.core.turn import Turn
+from actors.runtime.checkpoint_writer import CheckpointClient
 from actors.tools import TOOLS, Permission, Tool, ToolContext, validate_arguments
-from actors.turn import Turn
 
 Status = Literal[
     "done", "failed", "denied", "interrupted", "timed_out", "not_started", "over_limit"

@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from actors.mailbox import answer, ask
-from actors.messages import Message
+from actors.core.mailbox import answer, ask
+from actors.core.messages import Message
 from actors.store import Store
 
 T = TypeVar("T")

@@ -14,7 +14,7 @@ from typing import TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.errors import HarnessError
+from actors.core.errors import HarnessError
 
 R = TypeVar("R")
 Q = TypeVar("Q")

@@ -4,7 +4,7 @@ Every error the harness raises on purpose derives from :class:`HarnessError`. Th
 caused it: a *usage* error is the user's (bad id, unknown session, locked, archived: the CLI
 prints one line and exits 2); a *storage* error is the machine's (disk full, I/O error, damaged
 file); a *model* error is the endpoint's. Errors are translated into this hierarchy at one
-boundary each (``actors.store`` for sqlite3/OS errors, ``actors.model_client`` for HTTP).
+boundary each (``actors.store`` for sqlite3/OS errors, ``actors.model.client`` for HTTP).
 
 ::
 

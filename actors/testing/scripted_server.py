@@ -12,8 +12,9 @@ Each chat request consumes one step, in order. Instead of a list, pass ``respond
 for long generated conversations. Streaming responses use chunked transfer encoding, so a
 ``Drop`` mid-stream is a detectable protocol error on the client (not a clean end of body).
 
-Run as a program: ``python -m tests.scripted_server --port 0 --script steps.json`` prints the
-base URL as its first stdout line and serves until killed (no ``--script``: echo every prompt).
+Run as a program: ``python -m actors.testing.scripted_server --port 0 --script steps.json``
+prints the base URL as its first stdout line and serves until killed (no ``--script``: echo
+every prompt).
 """
 
 from __future__ import annotations
@@ -635,7 +636,7 @@ def echo_responder(body: JSON) -> Step:
 def main(argv: Sequence[str] | None = None) -> None:
     """Serve a script (or echo) until killed; print the base URL as the first stdout line."""
     parser = argparse.ArgumentParser(
-        prog="python -m tests.scripted_server",
+        prog="python -m actors.testing.scripted_server",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

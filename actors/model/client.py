@@ -26,11 +26,11 @@ import openai
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from actors.budget import Usage, estimate_messages
-from actors.events import Event, EventSink, Notice, StreamRestarted, TextDelta
-from actors.mailbox import answer
-from actors.messages import Message
-from actors.turn import Turn
+from actors.core.budget import Usage, estimate_messages
+from actors.core.events import Event, EventSink, Notice, StreamRestarted, TextDelta
+from actors.core.mailbox import answer
+from actors.core.messages import Message
+from actors.core.turn import Turn
 
 try:  # openai >= 3 is built on httpx2, earlier versions on httpx
     import httpx2 as _http

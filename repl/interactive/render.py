@@ -10,7 +10,7 @@ from typing import TextIO
 
 import anyio
 
-from actors.events import (
+from actors.core.events import (
     ApprovalRequest,
     CompactionState,
     ContextGauge,

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import anyio
 
-from actors.errors import HarnessError
-from actors.supervisor import Supervisor
+from actors.core.errors import HarnessError
+from actors.runtime.supervisor import Supervisor
 from repl.session_commands import describe, session_line
 
 COMMANDS: dict[str, str] = {

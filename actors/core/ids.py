@@ -6,7 +6,7 @@ import re
 import secrets
 import string
 
-from actors.errors import InvalidSessionId
+from actors.core.errors import InvalidSessionId
 
 _ALPHABET = string.ascii_letters + string.digits
 _VALID = re.compile(r"[A-Za-z0-9_-]+")

@@ -27,11 +27,9 @@ from typing import Any, Literal
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.budget import CHARS_PER_TOKEN, ContextEstimator, UsageTotals
-from actors.checkpoint_writer import CheckpointClient, Write, run_checkpoint_writer
-from actors.compactor import Compactor, CompactRequest, CompactResult
-from actors.config import Settings
-from actors.errors import (
+from actors.core.budget import CHARS_PER_TOKEN, ContextEstimator, UsageTotals
+from actors.core.config import Settings
+from actors.core.errors import (
     HarnessError,
     ProjectMismatch,
     SessionArchived,
@@ -39,10 +37,10 @@ from actors.errors import (
     StorageError,
     UsageError,
 )
-from actors.events import ContextGauge, Event, EventSink, Notice, ToolCallFinished
-from actors.ids import new_session_id
-from actors.mailbox import ActorGone, ask
-from actors.messages import (
+from actors.core.events import ContextGauge, Event, EventSink, Notice, ToolCallFinished
+from actors.core.ids import new_session_id
+from actors.core.mailbox import ActorGone, ask
+from actors.core.messages import (
     INTERRUPTED_NOTICE,
     NOT_STARTED_NOTICE,
     Message,
@@ -50,13 +48,15 @@ from actors.messages import (
     tool_calls_of,
     tool_result,
 )
-from actors.model_client import ModelClient, ModelOutcome, ModelRequest
-from actors.planning import Planning
-from actors.prompts import read_memory_notes, system_prompt
+from actors.core.planning import Planning
+from actors.core.prompts import read_memory_notes, system_prompt
+from actors.core.turn import Turn
+from actors.model.client import ModelClient, ModelOutcome, ModelRequest
+from actors.runtime.checkpoint_writer import CheckpointClient, Write, run_checkpoint_writer
+from actors.runtime.compactor import Compactor, CompactRequest, CompactResult
+from actors.runtime.tool_executor import BatchOutcome, ToolBatch, ToolExecutor
 from actors.store import Store
-from actors.tool_executor import BatchOutcome, ToolBatch, ToolExecutor
 from actors.tools import ToolContext, tool_schemas
-from actors.turn import Turn
 
 SHUTDOWN_SECONDS = 15
 TOOL_SCHEMA_TOKENS = len(json.dumps(tool_schemas())) // CHARS_PER_TOKEN

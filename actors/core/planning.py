@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from actors.errors import ToolFailed
+from actors.core.errors import ToolFailed
 
 TODO_STATUSES = ("pending", "in_progress", "done", "cancelled", "failed")
 OPEN_STATUSES = ("pending", "in_progress", "failed")
