@@ -30,7 +30,14 @@ from actors.core.mailbox import answer
 from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE
 from actors.core.turn import Turn
 from actors.runtime.checkpoint_writer import CheckpointClient
-from actors.tools import TOOLS, Permission, Tool, ToolContext, validate_arguments
+from actors.tools import (
+    TOOLS,
+    Permission,
+    Tool,
+    ToolContext,
+    parse_arguments,
+    validate_arguments,
+)
 
 Status = Literal[
     "done", "failed", "denied", "interrupted", "timed_out", "not_started", "over_limit"
@@ -221,14 +228,7 @@ class ToolExecutor:
             known = ", ".join(sorted(self._tools))
             return self._outcome(call, "failed", f"Error: unknown tool '{name}'. Tools: {known}.")
         try:
-            args = json.loads(raw) if isinstance(raw, str) else raw
-        except json.JSONDecodeError as exc:
-            return self._outcome(
-                call, "failed", f"Error: the arguments are not valid JSON ({exc}). Send a JSON "
-                "object matching the tool's schema.",
-            )
-        try:
-            validate_arguments(tool, args)
+            args = validate_arguments(tool, parse_arguments(raw))
         except ToolFailed as exc:
             return self._outcome(call, "failed", f"Error: {exc}")
         if needs_approval(tool, self.mode) and not await self._approved(tool, args):

@@ -1,7 +1,8 @@
 """The tools the model can call, by name.
 
 ``TOOLS`` maps each name to its :class:`Tool`; ``tool_schemas()`` gives the chat-completions
-``tools`` entries; ``validate_arguments()`` checks a call's arguments against a tool's schema
+``tools`` entries; ``parse_arguments()`` decodes a call's JSON arguments within bounds, and
+``validate_arguments()`` checks a call's arguments against a tool's schema
 (the executor calls it before asking approval and running the tool).
 """
 
@@ -11,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from actors.core.errors import UsageError
+from actors.tools._arguments import parse_arguments
 from actors.tools._base import Permission, Tool, ToolContext
 from actors.tools._schema import validate_arguments
 from actors.tools.files import FILE_TOOLS
@@ -42,6 +44,7 @@ __all__ = [
     "Permission",
     "Tool",
     "ToolContext",
+    "parse_arguments",
     "tool_schemas",
     "validate_arguments",
 ]

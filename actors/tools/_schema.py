@@ -47,8 +47,8 @@ def _has_type(value: object, expected: str) -> bool:
     return python_type is None or isinstance(value, python_type)
 
 
-def validate_arguments(tool: Tool, args: object) -> None:
-    """Raise :class:`ToolFailed` if ``args`` does not satisfy ``tool.parameters``."""
+def validate_arguments(tool: Tool, args: object) -> dict[str, Any]:
+    """``args`` if it satisfies ``tool.parameters``; else raise :class:`ToolFailed`."""
     schema = tool.parameters
     if not isinstance(args, dict):
         raise ToolFailed(
@@ -64,6 +64,7 @@ def validate_arguments(tool: Tool, args: object) -> None:
             known = ", ".join(properties) or "none"
             raise ToolFailed(f"{tool.name}: unknown argument '{name}' (arguments are: {known}).")
         _check_value(tool.name, name, value, spec)
+    return args
 
 
 def _check_value(tool_name: str, name: str, value: object, spec: dict[str, Any]) -> None:
