@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -338,3 +341,79 @@ async def test_model_written_summary_goes_through_the_writer(tmp_path: Path) -> 
             assert "Saved session summary." in sup.messages[-2]["content"]
     info = SessionStore(settings.memory_dir).info(sup.session_id)
     assert info.summary == "Goal: X. Done: Y. Next: Z."  # not replaced by the fallback
+
+
+# -- the lease of one run --------------------------------------------------------------------
+
+class GatedLeaseStore(SessionStore):
+    """A real SQLite store whose next lease, once taken (a real flock), waits for ``gate``
+    before it returns: a test can cancel the opening task while the lease is being taken."""
+
+    def __init__(self, memory_dir: Path) -> None:
+        super().__init__(memory_dir)
+        self.armed = False
+        self.taken = threading.Event()
+        self.gate = threading.Event()
+
+    @contextlib.contextmanager
+    def lease(self, session_id: str) -> Iterator[None]:
+        with super().lease(session_id):
+            if self.armed:
+                self.armed = False
+                self.taken.set()
+                self.gate.wait(10)
+            yield
+
+
+async def test_a_cancel_while_the_lease_is_taken_leaves_it_free(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, "http://127.0.0.1:9/v1")  # never asked: no turn runs
+    store = GatedLeaseStore(settings.memory_dir)
+    sid = store.create_session(project_root=str(settings.sandbox_dir))
+    store.armed = True
+
+    held_after_open_raised: list[bool] = []
+
+    async def open_and_stay() -> None:
+        try:
+            async with Supervisor.open(settings, store, resume=sid):
+                await anyio.sleep_forever()
+        finally:  # released by the open itself, not later by the garbage collector
+            held_after_open_raised.append(store.is_leased_here(sid))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(open_and_stay)
+            await anyio.to_thread.run_sync(store.taken.wait, 10)
+            tg.cancel_scope.cancel()  # arrives while the worker thread is taking the lease
+            store.gate.set()
+    assert held_after_open_raised == [False]
+    assert store.info(sid).status != "active"
+    async with Supervisor.open(settings, SessionStore(settings.memory_dir), resume=sid) as sup:
+        assert sup.session_id == sid  # free again, in this process too
+
+
+async def test_two_opens_of_one_session_in_one_process(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, "http://127.0.0.1:9/v1")
+    store = SessionStore(settings.memory_dir)
+    sid = store.create_session(project_root=str(settings.sandbox_dir))
+    refused: list[SessionLocked] = []
+    opened: list[str] = []
+    second_done = anyio.Event()
+
+    async def open_one() -> None:
+        try:
+            async with Supervisor.open(settings, store, resume=sid) as sup:
+                opened.append(sup.session_id)
+                await second_done.wait()  # hold it until the other open has finished
+        except SessionLocked as exc:
+            refused.append(exc)
+            second_done.set()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(open_one)
+            tg.start_soon(open_one)
+    assert opened == [sid]
+    [refusal] = refused
+    assert "this process" in str(refusal)
+    assert not store.is_leased_here(sid)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,7 +32,6 @@ from actors.core.errors import (
     HarnessError,
     ProjectMismatch,
     SessionArchived,
-    SessionLocked,
     StorageError,
     UsageError,
 )
@@ -54,6 +52,7 @@ from actors.core.turn import Turn
 from actors.model.client import ModelClient, ModelOutcome, ModelRequest
 from actors.runtime.checkpoint_writer import CheckpointClient, Write, run_checkpoint_writer
 from actors.runtime.compactor import Compactor, CompactRequest, CompactResult
+from actors.runtime.lease import hold_lease
 from actors.runtime.tool_executor import BatchOutcome, ToolBatch, ToolExecutor
 from actors.store import Store
 from actors.tools import ToolContext, tool_schemas
@@ -131,41 +130,30 @@ class Supervisor:
         if resume:
             await anyio.to_thread.run_sync(store.info, resume)  # unknown id: no lock file
         session_id = resume or new_session_id()
-        # The lease is re-entrant within a process; a second run of one session is not.
-        if await anyio.to_thread.run_sync(store.is_leased_here, session_id):
-            raise SessionLocked(session_id, f"pid {os.getpid()}, this process")
-        lease = store.lease(session_id)
-        await anyio.to_thread.run_sync(lease.__enter__)
-        self = cls(settings, store, session_id, events)
-        try:
+        async with hold_lease(store, session_id):
+            self = cls(settings, store, session_id, events)
             if resume:
                 await anyio.to_thread.run_sync(self._resume, project_root)
             else:
                 await anyio.to_thread.run_sync(self._create, project_root)
-        except BaseException:
-            await anyio.to_thread.run_sync(lease.__exit__, None, None, None)
-            raise
-        self.saved_len = len(self.messages)
-        status = "aborted"
-        try:
-            async with self._actors():
-                if self.crashed_before or self.recovered_calls:
-                    await self.notify(
-                        f"Session {session_id} was not closed cleanly; "
-                        f"{self.recovered_calls} interrupted tool call(s) recovered.",
-                        "warning",
-                    )
-                yield self
-            status = "saved"
-        except anyio.get_cancelled_exc_class():
-            status = "saved"  # stopped from outside (SIGTERM): a clean exit
-            raise
-        finally:
-            with anyio.move_on_after(SHUTDOWN_SECONDS, shield=True):
-                try:
+            self.saved_len = len(self.messages)
+            status = "aborted"
+            try:
+                async with self._actors():
+                    if self.crashed_before or self.recovered_calls:
+                        await self.notify(
+                            f"Session {session_id} was not closed cleanly; "
+                            f"{self.recovered_calls} interrupted tool call(s) recovered.",
+                            "warning",
+                        )
+                    yield self
+                status = "saved"
+            except anyio.get_cancelled_exc_class():
+                status = "saved"  # stopped from outside (SIGTERM): a clean exit
+                raise
+            finally:
+                with anyio.move_on_after(SHUTDOWN_SECONDS, shield=True):
                     await anyio.to_thread.run_sync(self._finish, status)
-                finally:
-                    await anyio.to_thread.run_sync(lease.__exit__, None, None, None)
 
     def _create(self, project_root: str) -> None:
         notes = read_memory_notes(self.settings.memory_dir)
