@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from actors.core.config import Mode
 from actors.core.errors import ToolFailed
 from actors.core.planning import Planning
+from actors.core.prompts import note_path, read_memory_notes
 from actors.tools import TOOLS, ToolContext, validate_arguments
 
 pytestmark = pytest.mark.anyio
@@ -44,7 +46,8 @@ async def test_append_creates_a_private_file_and_reads_back(
 ) -> None:
     await call(ctx, "append_memory", scope="project", note="Tests run with pytest -q")
     await call(ctx, "append_memory", scope="project", note="Uses anyio,\n  not asyncio directly")
-    path = memory_dir / "project.md"
+    path = note_path(memory_dir, "project", sandbox)
+    assert path.parent == memory_dir / "projects" and path.name.startswith("project-")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     expected = "- Tests run with pytest -q\n- Uses anyio, not asyncio directly\n"
     assert path.read_text() == expected
@@ -65,3 +68,45 @@ async def test_bad_notes_and_scopes(ctx: ToolContext, memory_dir: Path) -> None:
     with pytest.raises(ToolFailed, match="must be one of project, user"):
         await call(ctx, "read_memory", scope="global")
     assert listing(memory_dir.parent) == [memory_dir.parent / "project"]
+
+
+async def test_project_notes_are_kept_per_project(
+    ctx: ToolContext, memory_dir: Path, sandbox: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other" / "project"  # same directory name, another project
+    other.mkdir(parents=True)
+    other_ctx = ToolContext(sandbox=other, memory_dir=memory_dir, planning=Planning())
+    await call(ctx, "append_memory", scope="project", note="this project uses tabs")
+    await call(other_ctx, "append_memory", scope="project", note="the other uses spaces")
+    await call(other_ctx, "append_memory", scope="user", note="likes short answers")
+    assert await call(ctx, "read_memory", scope="project") == "- this project uses tabs\n"
+    assert await call(other_ctx, "read_memory", scope="project") == "- the other uses spaces\n"
+    assert read_memory_notes(memory_dir, sandbox) == {
+        "project": "- this project uses tabs", "user": "- likes short answers",
+    }
+    assert read_memory_notes(memory_dir, other)["project"] == "- the other uses spaces"
+    # a symlink to the project names the same project
+    (tmp_path / "alias").symlink_to(sandbox)
+    assert note_path(memory_dir, "project", tmp_path / "alias") == note_path(
+        memory_dir, "project", sandbox
+    )
+
+
+async def test_the_old_shared_project_file_is_not_read(memory_dir: Path, sandbox: Path) -> None:
+    write(memory_dir / "project.md", "- a note from some other project")
+    assert read_memory_notes(memory_dir, sandbox) == {}
+
+
+async def test_append_memory_is_asked_in_every_mode_but_skip(ctx: ToolContext) -> None:
+    tool = TOOLS["append_memory"]
+    args = {"scope": "user", "note": "prefers tabs"}
+    for mode in (Mode.DEFAULT, Mode.ACCEPT_EDITS):
+        reason = await tool.ask_reason(ctx, args, mode)
+        assert reason is not None and "every future session" in reason
+    assert await tool.ask_reason(ctx, args, Mode.SKIP_PERMISSIONS) is None
+
+
+async def test_a_long_note_is_refused(ctx: ToolContext, memory_dir: Path) -> None:
+    with pytest.raises(ToolFailed, match="one fact"):
+        await call(ctx, "append_memory", scope="user", note="x" * 5000)
+    assert not (memory_dir / "user.md").exists()

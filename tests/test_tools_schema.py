@@ -128,7 +128,7 @@ def test_registry_lists_every_tool_with_a_complete_schema() -> None:
 def test_permissions() -> None:
     edits = {n for n, t in TOOLS.items() if t.permission is Permission.EDIT}
     shells = {n for n, t in TOOLS.items() if t.permission is Permission.SHELL}
-    assert edits == {"write_file", "edit_file"}
+    assert edits == {"write_file", "edit_file", "append_memory"}
     assert shells == {"run_bash"}
 
 

@@ -30,6 +30,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from actors.core.budget import estimate_message, estimate_messages
 from actors.core.config import Settings
+from actors.core.data_tags import escape_data
 from actors.core.errors import HarnessError
 from actors.core.events import CompactionState, Event, EventSink, Notice
 from actors.core.mailbox import answer, ask
@@ -70,7 +71,7 @@ class CompactRequest:
 
 def summary_message(summary: str) -> Message:
     """The summary as data; a closing tag inside it cannot end the data block early."""
-    safe = summary.replace("</session_context_data", "&lt;/session_context_data")
+    safe = escape_data(summary)
     return {"role": "user", "content": SUMMARY_OPEN + SUMMARY_HEADER + safe + SUMMARY_CLOSE}
 
 

@@ -156,7 +156,7 @@ class Supervisor:
                     await anyio.to_thread.run_sync(self._finish, status)
 
     def _create(self, project_root: str) -> None:
-        notes = read_memory_notes(self.settings.memory_dir)
+        notes = read_memory_notes(self.settings.memory_dir, self.settings.sandbox_dir)
         self.messages = [
             {"role": "system", "content": system_prompt(self.settings.sandbox_dir, notes)}
         ]

@@ -24,6 +24,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actors.core.config import Mode
+from actors.core.data_tags import escape_attribute, escape_data
 from actors.core.errors import StorageError, ToolFailed
 from actors.core.events import ApprovalRequest, Event, EventSink, ToolCallFinished, ToolCallStarted
 from actors.core.mailbox import answer
@@ -105,9 +106,8 @@ def cap_output(text: str, limit: int) -> str:
 
 
 def wrap_result(name: str, text: str) -> str:
-    """Mark a tool's output as data; a closing tag inside the output cannot end the block."""
-    safe = text.replace("</tool_result", "&lt;/tool_result")
-    return f'<tool_result name="{name}">\n{safe}\n</tool_result>'
+    """Mark a tool's output as data; no data tag inside the output can end or open a block."""
+    return f'<tool_result name="{escape_attribute(name)}">\n{escape_data(text)}\n</tool_result>'
 
 
 def _describe_call(name: str, args: dict[str, Any]) -> str:
@@ -231,12 +231,18 @@ class ToolExecutor:
             args = validate_arguments(tool, parse_arguments(raw))
         except ToolFailed as exc:
             return self._outcome(call, "failed", f"Error: {exc}")
-        if needs_approval(tool, self.mode) and not await self._approved(tool, args):
+        context = self._make_context()
+        try:
+            reason = await tool.ask_reason(context, args, self.mode)
+        except ToolFailed as exc:
+            return self._outcome(call, "failed", f"Error: {exc}")
+        if (reason or needs_approval(tool, self.mode)) and not await self._approved(
+            tool, args, reason
+        ):
             return self._outcome(
                 call, "denied", f"Denied: the user did not approve {_describe_call(name, args)}. "
                 "Do not retry it unchanged; ask the user what to do instead.",
             )
-        context = self._make_context()
         await self._writer.mark_started([running.call_id])
         running.context, running.started_at = context, time.monotonic()
         with anyio.move_on_after(self.timeout) as deadline:
@@ -260,12 +266,13 @@ class ToolExecutor:
         running.started_at = None
         return self._outcome(call, status, text)
 
-    async def _approved(self, tool: Tool, args: dict[str, Any]) -> bool:
+    async def _approved(self, tool: Tool, args: dict[str, Any], reason: str | None) -> bool:
         if not self._events.listening:
             return False
         reply_send, reply_receive = anyio.create_memory_object_stream[bool](1)
         async with reply_receive:
-            request = ApprovalRequest(tool.name, _describe_call(tool.name, args), reply_send)
+            description = _describe_call(tool.name, args) + (f" (asks: {reason})" if reason else "")
+            request = ApprovalRequest(tool.name, description, reply_send)
             if not await self._emit(request):
                 reply_send.close()
                 return False

@@ -16,6 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from actors.core.config import Mode
 from actors.core.errors import ToolFailed
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class ToolContext:
 
 
 ToolFunction = Callable[[ToolContext, dict[str, Any]], Awaitable[str]]
+AskHook = Callable[[ToolContext, dict[str, Any]], Awaitable[str | None]]
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,17 @@ class Tool:
     parameters: dict[str, Any]  # JSON schema of an object
     run: ToolFunction
     permission: Permission = Permission.READ
+    always_ask: AskHook | None = None
+    """Looks at one call before it runs: returns why the user must be asked whatever the mode
+    (but dangerouslySkipPermissions), or None to leave it to the mode; raises
+    :class:`ToolFailed` to refuse the call before anyone is asked."""
+
+    async def ask_reason(self, ctx: ToolContext, args: dict[str, Any], mode: Mode) -> str | None:
+        """Why this call must be asked in ``mode`` even if the mode would not ask (see
+        :attr:`always_ask`). Cancellation: the hook is cancelled with the call."""
+        if mode is Mode.SKIP_PERMISSIONS or self.always_ask is None:
+            return None
+        return await self.always_ask(ctx, args)
 
     def schema(self) -> dict[str, Any]:
         """The chat-completions ``tools`` entry for this tool."""
