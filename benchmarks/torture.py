@@ -57,9 +57,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from actors.core.budget import CHARS_PER_TOKEN, estimate_messages  # noqa: E402
+from actors.core.compaction import SUMMARY_OPEN, summary_message  # noqa: E402
 from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE, tool_calls_of  # noqa: E402
 from actors.core.prompts import system_prompt  # noqa: E402
-from actors.runtime.compactor import SUMMARY_OPEN, SUMMARY_PROMPT, summary_message  # noqa: E402
+from actors.runtime.compactor import SUMMARY_PROMPT  # noqa: E402
 from actors.store import SessionStore  # noqa: E402
 from actors.testing.scripted_server import (  # noqa: E402
     Reply,

@@ -66,7 +66,7 @@ from openai.types.chat.completion_create_params import (  # noqa: E402
 
 from actors.core.budget import estimate_messages  # noqa: E402
 from actors.core.config import Settings  # noqa: E402
-from actors.core.events import Event, Notice  # noqa: E402
+from actors.core.events import CompactionState, Event, Notice  # noqa: E402
 from actors.core.turn import Turn  # noqa: E402
 from actors.model.client import ModelOutcome  # noqa: E402
 from actors.runtime.compactor import SUMMARY_PROMPT  # noqa: E402
@@ -297,13 +297,16 @@ class Drain:
     waited_for_compaction: int = 0
     compacted_notices: int = 0
     warnings: list[str] = field(default_factory=list)
+    compacting: bool = False  # from CompactionState
 
 
 async def drain(receive: MemoryObjectReceiveStream[Event], counts: Drain) -> None:
     """Consume the supervisor's events as a front end would, keeping only counts."""
     async with receive:
         async for event in receive:
-            if isinstance(event, Notice):
+            if isinstance(event, CompactionState):
+                counts.compacting = event.running
+            elif isinstance(event, Notice):
                 if event.text.startswith("Waiting for the compaction"):
                     counts.waited_for_compaction += 1
                 elif event.text.startswith("Context compacted"):
@@ -395,7 +398,7 @@ async def run_turns(
     for k in range(1, count + 1):
         sup.phases.clear()
         store.seconds.clear()
-        start_len = len(sup.messages)
+        start_len = len(sup.snapshot().messages)
         first = server.count
         start = time.perf_counter()
         result = await sup.run_turn(prompt(k))
@@ -403,9 +406,9 @@ async def run_turns(
         if not result.ok:
             raise RuntimeError(f"turn {k} did not finish: {result.outcome}: {result.text}")
         samples.append(TurnSample(k, start_len, seconds, (first, server.count),
-                                  dict(sup.phases), dict(store.seconds), sup.context_tokens()))
+                                  dict(sup.phases), dict(store.seconds), sup.snapshot().tokens))
         if k % 50 == 0 or k == count:
-            print(f"  {progress}: turn {k}/{count}, {len(sup.messages)} messages, "
+            print(f"  {progress}: turn {k}/{count}, {len(sup.snapshot().messages)} messages, "
                   f"{seconds * 1000:.1f} ms", file=sys.stderr)
     return samples
 
@@ -595,13 +598,11 @@ async def bench_long(
             lambda k: f"Turn {k}: read the next module and summarise what it does.", label,
         )
         total = time.perf_counter() - start
-        compactor = sup.compactor
-        assert compactor is not None
         for _ in range(6_000):  # let a last background compaction finish (up to 60 s)
-            if not compactor.running:
+            if not counts.compacting:
                 break
             await anyio.sleep(0.01)
-        final_messages = len(sup.messages)
+        final_messages = len(sup.snapshot().messages)
     budget = settings.max_context_tokens
     chat_max: dict[int, tuple[int, int, int]] = {}  # turn -> (bytes, estimate, messages)
     max_estimate = max_bytes = max_summary = max_summary_estimate = over = summaries = 0

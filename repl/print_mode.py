@@ -16,7 +16,14 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.core.config import Settings
-from actors.core.events import ApprovalRequest, Event, Notice, ToolCallFinished, ToolCallStarted
+from actors.core.events import (
+    ApprovalRequest,
+    Event,
+    Notice,
+    SessionOpened,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from actors.runtime.supervisor import Supervisor, TurnResult
 from actors.store import Store
 
@@ -26,7 +33,9 @@ async def _report(
 ) -> None:
     async with events:
         async for event in events:
-            if isinstance(event, ApprovalRequest):
+            if isinstance(event, SessionOpened):
+                print(f"Session: {event.session_id}", file=err, flush=True)
+            elif isinstance(event, ApprovalRequest):
                 print(f"[denied] {event.description} (print mode cannot ask; "
                       f"--mode {mode} requires approval)", file=err)
                 async with event.reply:
@@ -53,16 +62,14 @@ async def run_print_mode(
     result = TurnResult("interrupted", "stopped by a signal")
     async with Supervisor.open(
         settings, store, events=send, resume=resume, continue_latest=continue_latest
-    ) as supervisor:
-        print(f"Session: {supervisor.session_id}", file=err, flush=True)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_report, receive, err, settings.mode.value)
-            await tg.start(_watch_signals, supervisor, tg.cancel_scope)
-            try:
-                result = await supervisor.run_turn(prompt)
-            finally:
-                send.close()
-                tg.cancel_scope.cancel()
+    ) as sup, anyio.create_task_group() as tg:
+        tg.start_soon(_report, receive, err, settings.mode.value)
+        await tg.start(_watch_signals, sup, tg.cancel_scope)
+        try:
+            result = await sup.run_turn(prompt)
+        finally:
+            send.close()
+            tg.cancel_scope.cancel()
     if result.ok:
         print(result.text, file=out, flush=True)
         return 0
@@ -72,7 +79,7 @@ async def run_print_mode(
 
 
 async def _watch_signals(
-    supervisor: Supervisor,
+    sup: Supervisor,
     scope: anyio.CancelScope,
     *,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
@@ -80,7 +87,7 @@ async def _watch_signals(
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         task_status.started()
         async for signum in signals:
-            if signum == signal.SIGINT and supervisor.abort():
+            if signum == signal.SIGINT and sup.abort():
                 continue
             scope.cancel()  # SIGTERM (or SIGINT between turns): stop; shutdown saves
             return

@@ -40,8 +40,8 @@ def _prompt_from(args: argparse.Namespace) -> str | None:
 
 async def compact_session(settings: Settings, store: Store, session_id: str) -> int:
     """``--compact ID``: resume the session, compact it once, save it."""
-    async with Supervisor.open(settings, store, resume=session_id) as supervisor:
-        result = await supervisor.compact()
+    async with Supervisor.open(settings, store, resume=session_id) as sup:
+        result = await sup.compact()
     if result.applied or result.message.startswith("Nothing to compact"):
         print(result.message)
         return 0

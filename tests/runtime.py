@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -17,6 +17,8 @@ from actors.core.config import Mode, Settings
 from actors.core.events import ApprovalRequest, Event
 from actors.runtime.supervisor import Supervisor
 from actors.store import SessionStore
+
+E = TypeVar("E")
 
 
 def settings_for(tmp_path: Path, base_url: str, **overrides: Any) -> Settings:
@@ -43,9 +45,26 @@ class Recorder:
     on_event: Callable[[Event, Supervisor], Any] | None = None
     events: list[Event] = field(default_factory=list)
     approvals: list[str] = field(default_factory=list)
+    _arrived: anyio.Event = field(default_factory=anyio.Event)
 
     def of(self, kind: type) -> list[Any]:
         return [e for e in self.events if isinstance(e, kind)]
+
+    def record(self, event: Event) -> None:
+        self.events.append(event)
+        self._arrived.set()
+        self._arrived = anyio.Event()
+
+    async def wait_for(self, kind: type[E], match: Callable[[E], bool] = lambda _: True,
+                       *, after: int = 0) -> E:
+        """The first event of ``kind`` matching ``match`` among ``events[after:]``, waiting
+        for it if it has not arrived yet (bound the wait with a timeout in the test)."""
+        while True:
+            for event in self.events[after:]:
+                if isinstance(event, kind) and match(event):
+                    return event
+            after = len(self.events)
+            await self._arrived.wait()
 
 
 @contextlib.asynccontextmanager
@@ -64,7 +83,7 @@ async def running(
         async def consume() -> None:
             async with receive:
                 async for event in receive:
-                    recorder.events.append(event)
+                    recorder.record(event)
                     if isinstance(event, ApprovalRequest):
                         recorder.approvals.append(event.description)
                         async with event.reply:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from actors.core.compaction import SUMMARY_CLOSE, summary_message
 from actors.core.messages import pairing_problems
-from actors.runtime.compactor import SUMMARY_CLOSE, summary_message
 from actors.runtime.tool_executor import wrap_result
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
@@ -79,7 +79,7 @@ async def test_a_hundred_tool_calls_in_one_batch(tmp_path: Path) -> None:
         settings = settings_for(tmp_path, server.base_url)
         async with running(settings) as (sup, _):
             assert (await sup.run_turn("plan a lot")).ok
-            assert len(sup.planning.todos) == 100
+            assert len(sup.snapshot().planning.todos) == 100
     sent = server.requests[1]["messages"]
     assert tool_pairing_errors(sent) == [] and sum(m["role"] == "tool" for m in sent) == 100
     record = SessionStore(settings.memory_dir).load_session(sup.session_id)

@@ -12,14 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.core.budget import ContextEstimator, estimate_message, estimate_messages
-from actors.core.messages import pairing_problems
-from actors.runtime.compactor import (
+from actors.core.compaction import (
     PINNED_HEADER,
     SUMMARY_CLOSE,
     SUMMARY_OPEN,
     compacted,
+    fit_for_summary,
     split_point,
+    summary_message,
 )
+from actors.core.events import CompactionState, Notice, TextDelta
+from actors.core.messages import pairing_problems
 from actors.runtime.supervisor import TOOL_SCHEMA_TOKENS
 from actors.store import SessionStore
 from actors.testing.scripted_server import (
@@ -138,24 +141,30 @@ async def test_auto_compaction_runs_in_the_background(tmp_path: Path) -> None:
     with ScriptedServer(responder) as server:
         settings_ = settings_for(tmp_path, server.base_url, max_context_tokens=10_000,
                                  compact_threshold=0.3)
-        async with running(settings_) as (sup, _):
+        async with running(settings_) as (sup, rec):
             assert (await sup.run_turn("Explain everything")).ok
             assert (await sup.run_turn("And a follow-up?")).ok  # triggers compaction after
-            assert sup.compactor is not None and sup.compactor.running
-            before = sup.context_tokens()
+            before = sup.snapshot().tokens
             third = await sup.run_turn("Meanwhile, another question")
-            assert third.ok and sup.compactor.running  # not blocked: under the hard budget
+            assert third.ok
             with anyio.fail_after(15):
-                await sup.compactor.wait_idle()
-            assert sup.compactor.last_result is not None and sup.compactor.last_result.applied
-            assert sup.context_tokens() < before
-            contents = [m.get("content") for m in sup.messages]
+                landed = await rec.wait_for(Notice, lambda n: "compacted" in n.text)
+            assert landed.text.startswith("Context compacted:") and landed.level == "info"
+            states = [i for i, e in enumerate(rec.events) if isinstance(e, CompactionState)]
+            assert [rec.events[i] for i in states] == [CompactionState(True),
+                                                       CompactionState(False)]
+            answers = [i for i, e in enumerate(rec.events) if isinstance(e, TextDelta)]
+            assert states[0] < answers[-1] < states[1]  # the third turn did not wait for it
+            assert not [n for n in rec.of(Notice) if n.text.startswith("Waiting")]
+            after = sup.snapshot()
+            assert after.tokens < before
+            contents = [m.get("content") for m in after.messages]
             assert contents[-2:] == ["Meanwhile, another question", "ok"]  # kept tail grew
             assert SUMMARY_OPEN in contents[1]
             session_id = sup.session_id
     store = SessionStore(settings_.memory_dir)
     record = store.load_session(session_id)
-    assert record["messages"] == sup.messages
+    assert record["messages"] == list(after.messages)
     assert len(record["compactions"]) == 1
     assert [m["content"] for m in record["transcript"] if m["role"] == "user"] == [
         "Explain everything", "And a follow-up?", "Meanwhile, another question"]
@@ -176,14 +185,14 @@ async def test_forced_compaction_keeps_transcript_and_resume_uses_it(tmp_path: P
             assert (await sup.run_turn("second question")).ok
             transcript_before = store._conn.execute(
                 "SELECT group_concat(body, '|') FROM transcript").fetchone()[0]
-            calls_before = sup.usage.calls
+            calls_before = sup.snapshot().usage.calls
             result = await sup.compact()
             assert result.applied and result.after_tokens < result.before_tokens
-            assert sup.usage.calls == calls_before + 1  # the summary call is paid for too
+            assert sup.snapshot().usage.calls == calls_before + 1  # the summary call is paid for
             assert store._conn.execute(
                 "SELECT group_concat(body, '|') FROM transcript").fetchone()[0] == \
                 transcript_before  # byte for byte
-            compacted_context = list(sup.messages)
+            compacted_context = list(sup.snapshot().messages)
         async with running(settings_, store, resume=sup.session_id) as (again, _):
             assert (await again.run_turn("continue")).ok
         sent = responder.chat_bodies[-1]["messages"]
@@ -211,10 +220,10 @@ async def test_guards_leave_the_context_unchanged(
         async with running(settings_, store) as (sup, _):
             await sup.run_turn("one")
             await sup.run_turn("two")
-            before = list(sup.messages)
+            before = list(sup.snapshot().messages)
             result = await sup.compact()
             assert not result.applied and expected in result.message
-            assert sup.messages == before
+            assert list(sup.snapshot().messages) == before
             assert store.load_session(sup.session_id)["messages"] == before
             assert store.info(sup.session_id).compactions == []
 
@@ -255,7 +264,7 @@ async def test_pinned_text_survives_two_compactions_verbatim(tmp_path: Path) -> 
             for question in ("three", "four"):
                 assert (await sup.run_turn(question)).ok
             assert (await sup.compact()).applied
-            pinned = [m["content"] for m in sup.messages
+            pinned = [m["content"] for m in sup.snapshot().messages
                       if str(m.get("content", "")).startswith(PINNED_HEADER)]
             assert pinned == [PINNED_HEADER + "- Never touch the vendored/ directory; "
                               "keep tabs, not spaces."]
@@ -286,8 +295,6 @@ def test_compact_from_the_command_line_and_info(memory_dir: Path, tmp_path: Path
 
 
 def test_summary_input_is_bounded_by_the_budget() -> None:
-    from actors.runtime.compactor import fit_for_summary, summary_message
-
     earlier = summary_message("what happened before")
     older = [earlier] + [{"role": "user", "content": f"message {i} " + "w" * 400}
                          for i in range(50)]
@@ -308,9 +315,9 @@ async def test_leaving_does_not_wait_for_a_background_compaction(tmp_path: Path)
         settings_ = settings_for(tmp_path, server.base_url, max_context_tokens=10_000,
                                  compact_threshold=0.3)
         with anyio.fail_after(20):  # a hang guard, far above the expected exit time
-            async with running(settings_) as (sup, _):
+            async with running(settings_) as (sup, rec):
                 await sup.run_turn("one")
                 await sup.run_turn("two")
-                assert sup.compactor is not None and sup.compactor.running
+                await rec.wait_for(CompactionState, lambda e: e.running)
     record = SessionStore(settings_.memory_dir).load_session(sup.session_id)
     assert record["status"] == "saved" and record["compactions"] == []

@@ -14,7 +14,14 @@ import pytest
 
 from actors.core.config import Mode
 from actors.core.errors import ProjectMismatch, SessionArchived, SessionLocked
-from actors.core.events import Notice, StreamRestarted, TextDelta, ToolCallStarted
+from actors.core.events import (
+    Notice,
+    SessionOpened,
+    StreamRestarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE
 from actors.runtime.supervisor import Supervisor
 from actors.store import SessionStore
@@ -100,7 +107,7 @@ async def test_abort_during_a_tool_batch_recovers_without_replay(tmp_path: Path)
             with anyio.fail_after(10):
                 result = await sup.run_turn("Run it")
             assert result.outcome == "interrupted"
-            results = tool_messages(sup.messages)
+            results = tool_messages(list(sup.snapshot().messages))
             bash, write = results["call_0_0"], results["call_0_1"]
             assert INTERRUPTED_NOTICE in bash and "process group was killed" in bash
             assert "started" in bash and "finished" not in bash
@@ -129,7 +136,7 @@ async def test_abort_during_a_streamed_answer(tmp_path: Path) -> None:
             with anyio.fail_after(10):
                 result = await sup.run_turn("Talk")
             assert result.outcome == "interrupted"
-            last = sup.messages[-1]
+            last = sup.snapshot().messages[-1]
             assert last["role"] == "assistant" and last["content"].endswith(
                 "[interrupted by the user]")
             assert last["content"].startswith("one")
@@ -151,7 +158,7 @@ async def test_endpoint_errors_are_retried_then_reported(tmp_path: Path) -> None
             second = await sup.run_turn("Again")
             assert second.outcome == "failed"
             assert "HTTP 400" in second.text and "model not found" in second.text
-            assert sup.messages[-1] == {"role": "user", "content": "Again"}
+            assert sup.snapshot().messages[-1] == {"role": "user", "content": "Again"}
         server.assert_done()
 
 
@@ -200,7 +207,7 @@ async def test_approvals_in_default_mode(tmp_path: Path) -> None:
         recorder = Recorder(approve=False)
         async with running(settings, recorder=recorder) as (sup, rec):
             assert (await sup.run_turn("write a")).ok
-            assert "Denied" in list(tool_messages(sup.messages).values())[-1]
+            assert "Denied" in list(tool_messages(list(sup.snapshot().messages)).values())[-1]
             rec.approve = True
             assert (await sup.run_turn("write b")).ok
     assert not (settings.sandbox_dir / "a.txt").exists()
@@ -225,11 +232,13 @@ async def test_tool_timeout_kills_the_command(tmp_path: Path) -> None:
               Reply("Too slow.")]
     with ScriptedServer(script) as server:
         settings = settings_for(tmp_path, server.base_url, tool_timeout=0.5)
-        async with running(settings) as (sup, _):
+        async with running(settings) as (sup, rec):
             with anyio.fail_after(10):
                 assert (await sup.run_turn("go")).ok
     [result] = tool_messages(server.requests[1]["messages"]).values()
     assert "Timed out after 0.5 s" in result and "begin" in result
+    [finished] = rec.of(ToolCallFinished)  # one line for one call
+    assert (finished.call_id, finished.ok, finished.preview) == ("call_0_0", False, "timed out")
 
 
 async def test_large_output_is_cut_with_a_note(tmp_path: Path) -> None:
@@ -259,7 +268,7 @@ async def test_limits_stop_the_loop(tmp_path: Path) -> None:
         async with running(settings) as (sup, _):
             result = await sup.run_turn("three calls")
     assert result.outcome == "limit" and "--max-tool-calls" in result.text
-    assert "tool-call limit" in list(tool_messages(sup.messages).values())[-1]
+    assert "tool-call limit" in list(tool_messages(list(sup.snapshot().messages)).values())[-1]
 
     with ScriptedServer([Reply("pricey", usage=(1000, 1000))]) as server:
         settings = settings_for(tmp_path, server.base_url, price_in=1.0, max_cost_usd=0.5)
@@ -286,9 +295,10 @@ async def test_resume_restores_state_and_refuses_what_it_must(tmp_path: Path) ->
                                            resume=session_id):
                     pass
         async with running(settings, store, resume=session_id) as (again, _):
-            assert again.planning.todos[0].text == "finish the port"
-            assert again.planning.scratchpad == "halfway"
-            assert again.tool_calls == 2 and again.usage.calls == 2
+            restored = again.snapshot()
+            assert restored.planning.todos[0].text == "finish the port"
+            assert restored.planning.scratchpad == "halfway"
+            assert restored.tool_calls == 2 and restored.usage.calls == 2
             assert (await again.run_turn("continue")).ok
         async with running(settings, store, continue_latest=True) as (latest, _):
             assert latest.session_id == session_id
@@ -322,8 +332,9 @@ async def test_resume_of_a_session_with_open_calls(tmp_path: Path) -> None:
         store.checkpoint(sid, [*store.load_context(sid), calls], planned_calls=True)
         store.mark_started(sid, ["c1"])
         async with running(settings, store, resume=sid) as (sup, rec):
-            assert sup.crashed_before and sup.recovered_calls == 2
             assert (await sup.run_turn("and now?")).ok
+    [opened] = rec.of(SessionOpened)
+    assert opened.resumed and opened.crashed_before and opened.recovered_calls == 2
     assert any("not closed cleanly" in n.text for n in rec.of(Notice))
     sent = server.requests[0]["messages"]
     assert tool_pairing_errors(sent) == []
@@ -338,7 +349,7 @@ async def test_model_written_summary_goes_through_the_writer(tmp_path: Path) -> 
         settings = settings_for(tmp_path, server.base_url)
         async with running(settings) as (sup, _):
             assert (await sup.run_turn("wrap up")).ok
-            assert "Saved session summary." in sup.messages[-2]["content"]
+            assert "Saved session summary." in sup.snapshot().messages[-2]["content"]
     info = SessionStore(settings.memory_dir).info(sup.session_id)
     assert info.summary == "Goal: X. Done: Y. Next: Z."  # not replaced by the fallback
 

@@ -12,7 +12,8 @@ import json
 import random
 from pathlib import Path
 
-from actors.runtime.compactor import SUMMARY_PROMPT, summary_message
+from actors.core.compaction import summary_message
+from actors.runtime.compactor import SUMMARY_PROMPT
 from actors.testing.scripted_server import Reply
 from benchmarks.torture import (
     LOSS_FIGURES,

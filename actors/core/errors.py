@@ -3,8 +3,11 @@
 Every error the harness raises on purpose derives from :class:`HarnessError`. The name says who
 caused it: a *usage* error is the user's (bad id, unknown session, locked, archived: the CLI
 prints one line and exits 2); a *storage* error is the machine's (disk full, I/O error, damaged
-file); a *model* error is the endpoint's. Errors are translated into this hierarchy at one
-boundary each (``actors.store`` for sqlite3/OS errors, ``actors.model.client`` for HTTP).
+file); a *model* error is the endpoint's; an *actor* error is the harness's own (an actor
+stopped without answering, or failed with a bug). Errors are translated into this hierarchy at
+one boundary each (``actors.store`` for sqlite3/OS errors, ``actors.model.client`` for HTTP,
+each actor's loop for its own bugs), and cross between actors as exception objects in their
+replies, never as text.
 
 ::
 
@@ -21,7 +24,9 @@ boundary each (``actors.store`` for sqlite3/OS errors, ``actors.model.client`` f
      │    └── CorruptSession           a stored record cannot be read back
      ├── ModelError                    the endpoint failed after retries
      ├── LimitReached                  a --max-* limit stopped the turn
-     └── ToolFailed                    a tool could not do what the model asked (a result)
+     ├── ToolFailed                    a tool could not do what the model asked (a result)
+     ├── ActorGone                     an actor stopped without answering (shut down, cancelled)
+     └── ActorCrashed                  an actor failed with a bug (the message names it)
 
 ``UsageError`` and ``ContextConflict`` also derive from :class:`ValueError`, so scripts written
 against the design notes' store (which raised ``ValueError``) keep working.
@@ -118,8 +123,19 @@ class ModelError(HarnessError):
 
 
 class LimitReached(HarnessError):
-    """A --max-turns, --max-tool-calls or --max-cost-usd limit stopped the turn."""
+    """A --max-turns, --max-tool-calls or --max-cost-usd limit stopped the turn (the message
+    says which and what to do)."""
 
 
 class ToolFailed(HarnessError):
     """A tool could not do what was asked; its message becomes the tool result (never a crash)."""
+
+
+class ActorGone(HarnessError):
+    """An actor closed its reply stream without answering, or its inbox was closed: it shut
+    down or was cancelled. Raised by :func:`actors.core.mailbox.ask` in the caller."""
+
+
+class ActorCrashed(HarnessError):
+    """An actor failed with a bug while serving a request; it answers this instead of a
+    result (and goes on serving). The message names the actor and the exception."""

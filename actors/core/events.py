@@ -2,6 +2,16 @@
 
 The front end (REPL, print mode, tests) owns the receiving end. Every event is a small frozen
 dataclass, except :class:`ApprovalRequest`, which carries the reply stream for the answer.
+Each kind of event has one producer:
+
+- the supervisor: :class:`SessionOpened` (first), :class:`ContextGauge`,
+  :class:`CompactionState`, :class:`TitleChanged`, :class:`PlanningChanged`, and the
+  :class:`Notice` lines of the session (recovered, compacted, waiting);
+- the model client: :class:`TextDelta`, :class:`StreamRestarted` and its retry notices;
+- the tool executor: :class:`ToolCallStarted`, :class:`ToolCallFinished` (exactly one per
+  call of a batch, whatever its outcome), :class:`ApprovalRequest`.
+
+The front end shows what it learns from them and never reads the supervisor's state.
 """
 
 from __future__ import annotations
@@ -11,6 +21,18 @@ from typing import Any, Literal
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
+
+
+@dataclass(frozen=True)
+class SessionOpened:
+    """The session is open: the first event of a run."""
+
+    session_id: str
+    title: str
+    resumed: bool
+    context_messages: int  # messages in the working context now
+    recovered_calls: int = 0  # interrupted tool calls answered by recovery on resume
+    crashed_before: bool = False  # the last run did not close the session cleanly
 
 
 @dataclass(frozen=True)
@@ -59,11 +81,23 @@ class CompactionState:
 
 @dataclass(frozen=True)
 class ContextGauge:
-    """Estimated context size after a step, for the toolbar."""
+    """Estimated context size and the session's cost, after every checkpoint and compaction."""
 
     tokens: int
     budget: int
     cost_usd: float
+
+
+@dataclass(frozen=True)
+class TitleChanged:
+    title: str
+
+
+@dataclass(frozen=True)
+class PlanningChanged:
+    """The to-do list changed (and at the start of a run): ``todos`` as ``\\todos`` shows it."""
+
+    todos: str
 
 
 @dataclass
@@ -81,13 +115,16 @@ class ApprovalRequest:
 
 
 Event = (
-    TextDelta
+    SessionOpened
+    | TextDelta
     | StreamRestarted
     | ToolCallStarted
     | ToolCallFinished
     | Notice
     | CompactionState
     | ContextGauge
+    | TitleChanged
+    | PlanningChanged
     | ApprovalRequest
 )
 

@@ -2,8 +2,9 @@
 
 A request carries its own reply stream (buffer 1). The actor answers with
 ``async with reply: await reply.send(result)``; :func:`ask` sends the request and waits for
-that answer, turning a reply stream closed without an answer (the actor crashed or shut
-down) into :class:`ActorGone`.
+that answer, turning a reply stream closed without an answer (the actor shut down or was
+cancelled) into :class:`ActorGone`. An actor whose work failed answers with the exception
+object (from the one hierarchy) instead of a result; :func:`ask` raises it in the caller.
 """
 
 from __future__ import annotations
@@ -14,27 +15,28 @@ from typing import TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.core.errors import HarnessError
+from actors.core.errors import ActorGone, HarnessError
 
 R = TypeVar("R")
 Q = TypeVar("Q")
 
-
-class ActorGone(HarnessError):
-    """An actor closed its reply stream without answering (it crashed or was stopped)."""
+__all__ = ["ActorGone", "answer", "ask"]
 
 
 async def ask(
     inbox: MemoryObjectSendStream[Q],
-    make_request: Callable[[MemoryObjectSendStream[R]], Q],
+    make_request: Callable[[MemoryObjectSendStream[R | HarnessError]], Q],
     actor: str,
 ) -> R:
     """Send ``make_request(reply)`` to ``inbox`` and wait for the one answer.
 
+    An answer that is a :class:`HarnessError` is raised here; a closed inbox or a reply
+    stream closed without an answer raises :class:`ActorGone`.
+
     Cancellation: waiting is cancellable like any await; the actor still answers into a
     closed stream, which it ignores.
     """
-    reply_send, reply_receive = anyio.create_memory_object_stream[R](1)
+    reply_send, reply_receive = anyio.create_memory_object_stream[R | HarnessError](1)
     async with reply_receive:
         try:
             await inbox.send(make_request(reply_send))
@@ -44,9 +46,12 @@ async def ask(
                 raise ActorGone(f"The {actor} is not running.") from None
             raise
         try:
-            return await reply_receive.receive()
+            result = await reply_receive.receive()
         except anyio.EndOfStream:
             raise ActorGone(f"The {actor} stopped without answering.") from None
+    if isinstance(result, HarnessError):
+        raise result
+    return result
 
 
 async def answer(reply: MemoryObjectSendStream[R], result: R) -> bool:

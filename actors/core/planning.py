@@ -5,7 +5,7 @@ Saved with every checkpoint as part of the session ``state`` and restored on res
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from actors.core.errors import ToolFailed
@@ -73,19 +73,23 @@ class Planning:
             for t in shown
         )
 
+    def copy(self) -> Planning:
+        """An independent copy (changing one does not change the other)."""
+        return Planning([replace(t) for t in self.todos], self.scratchpad)
+
     def to_state(self) -> dict[str, Any]:
         return {"todos": [asdict(t) for t in self.todos], "scratchpad": self.scratchpad}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Planning:
-        todos = []
+        todos: list[Todo] = []
         for raw in state.get("todos") or []:
             if isinstance(raw, dict) and "text" in raw:
                 todos.append(
                     Todo(
                         id=int(raw.get("id", len(todos) + 1)),
                         text=str(raw["text"]),
-                        status=raw.get("status") if raw.get("status") in TODO_STATUSES
+                        status=str(raw["status"]) if raw.get("status") in TODO_STATUSES
                         else "pending",
                         retries=int(raw.get("retries", 0)),
                     )

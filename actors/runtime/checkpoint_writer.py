@@ -6,8 +6,13 @@ calls never run on the event loop, and two writes of one session never interleav
 
 Cancellation: a write that has started always finishes (the worker thread is not abandoned),
 so a checkpoint is never half-applied by an abort; the caller may stop waiting, the write still
-lands. Errors (a :class:`StorageError` for a full disk, a :class:`ContextConflict`...) are
-returned to the caller, who raises them; the writer keeps serving.
+lands. When the writer is cancelled, writes still queued are refused (their callers get
+:class:`ActorGone`), never run.
+
+Errors: the store translates its own failures into the hierarchy (a :class:`StorageError` for a
+full disk, a :class:`ContextConflict`...); the writer answers with that exception object and
+:func:`~actors.core.mailbox.ask` raises it in the caller. Anything else a store operation
+raises is a bug, answered as :class:`ActorCrashed`. The writer keeps serving either way.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any, TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from actors.core.errors import ActorCrashed, HarnessError
 from actors.core.mailbox import answer, ask
 from actors.core.messages import Message
 from actors.store import Store
@@ -31,7 +37,7 @@ class Write:
     """One store operation for the writer, with the stream for its outcome."""
 
     operation: Callable[[Store], Any]
-    reply: MemoryObjectSendStream[tuple[bool, Any]]
+    reply: MemoryObjectSendStream[Any]  # the result, or the HarnessError that stopped it
 
 
 async def run_checkpoint_writer(
@@ -45,12 +51,16 @@ async def run_checkpoint_writer(
         task_status.started()
         try:
             async for write in inbox:
+                result: Any
                 try:
                     result = await anyio.to_thread.run_sync(write.operation, store)
-                except Exception as exc:  # returned to the caller, who raises it
-                    await answer(write.reply, (False, exc))
-                else:
-                    await answer(write.reply, (True, result))
+                except HarnessError as exc:  # raised in the caller
+                    result = exc
+                except Exception as exc:  # a bug in a store operation
+                    result = ActorCrashed(
+                        f"The checkpoint writer failed ({type(exc).__name__}: {exc})."
+                    )
+                await answer(write.reply, result)
         finally:  # cancelled: writes still queued are refused, so nobody waits for them
             while True:
                 try:
@@ -71,11 +81,9 @@ class CheckpointClient:
         self._inbox.close()
 
     async def _do(self, operation: Callable[[Store], T]) -> T:
-        ok, result = await ask(self._inbox, lambda reply: Write(operation, reply),
-                               "checkpoint writer")
-        if not ok:
-            raise result
-        return result  # type: ignore[no-any-return]
+        result: T = await ask(self._inbox, lambda reply: Write(operation, reply),
+                              "checkpoint writer")
+        return result
 
     async def checkpoint(
         self,

@@ -1,15 +1,26 @@
-"""The supervisor: holds the session lease, starts the actors, and runs user turns.
+"""The supervisor: holds the session lease and the working context, starts the actors, and
+runs user turns.
 
 One :class:`Supervisor` per run of the harness. ``Supervisor.open(...)`` takes the lease (a
-second process fails at once), creates or resumes the session (resume checks, recovery of
-interrupted tool calls), starts the checkpoint writer, the model client, the tool executor and
-the compactor in one task group, and yields. :meth:`run_turn` runs one user message through
-model → tools → model … and always leaves the saved context valid.
+second process, or a second run in this process, fails at once), creates or resumes the session
+(resume checks, recovery of interrupted tool calls), starts the checkpoint writer, the model
+client, the tool executor and the compactor in one task group, and yields. :meth:`run_turn`
+runs one user message through model → tools → model … and always leaves the saved context
+valid.
+
+The supervisor alone owns the working context (:class:`~actors.runtime.context.WorkingContext`)
+and the lease; the actors get requests through their inboxes and answer on reply streams. The
+compactor gets a snapshot and answers with a plan, which the supervisor applies (or not) under
+its own rule. The front end learns what it shows from events: :class:`SessionOpened` first,
+then ``ContextGauge`` after every checkpoint, ``CompactionState``, ``TitleChanged`` and
+``PlanningChanged`` as they happen. Its commands are the public methods.
 
 Cancellation:
 - :meth:`abort` (Ctrl-C) cancels the current turn. Actors bound to the turn stop and still
   answer: the supervisor then gives every tool call of the batch a result (done, interrupted
   while running, or not started), checkpoints, and returns ``interrupted``. No tool is replayed.
+- A background compaction has its own cancellation; leaving cancels it, and nothing of it is
+  applied unless its write completed.
 - If the task running the supervisor is cancelled (SIGTERM, the front end exiting), the actors
   are cancelled with it, and the shielded, bounded shutdown runs recovery from the write-ahead
   records, writes the fallback summary, sets the status and releases the lease.
@@ -20,42 +31,54 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
+import anyio.abc
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.core.budget import CHARS_PER_TOKEN, ContextEstimator, UsageTotals
+from actors.core.budget import CHARS_PER_TOKEN
+from actors.core.compaction import CompactionPlan, CompactResult, NoCompaction, split_point
 from actors.core.config import Settings
 from actors.core.errors import (
+    ActorGone,
     HarnessError,
+    LimitReached,
     ProjectMismatch,
     SessionArchived,
     StorageError,
     UsageError,
 )
-from actors.core.events import ContextGauge, Event, EventSink, Notice, ToolCallFinished
+from actors.core.events import (
+    CompactionState,
+    ContextGauge,
+    Event,
+    EventSink,
+    Notice,
+    PlanningChanged,
+    SessionOpened,
+    TitleChanged,
+)
 from actors.core.ids import new_session_id
-from actors.core.mailbox import ActorGone, ask
+from actors.core.mailbox import ask
 from actors.core.messages import (
-    INTERRUPTED_NOTICE,
     NOT_STARTED_NOTICE,
-    Message,
     open_calls_at_end,
     tool_calls_of,
     tool_result,
 )
-from actors.core.planning import Planning
 from actors.core.prompts import read_memory_notes, system_prompt
 from actors.core.turn import Turn
 from actors.model.client import ModelClient, ModelOutcome, ModelRequest
 from actors.runtime.checkpoint_writer import CheckpointClient, Write, run_checkpoint_writer
-from actors.runtime.compactor import Compactor, CompactRequest, CompactResult
+from actors.runtime.compactor import CompactAnswer, Compactor, CompactRequest
+from actors.runtime.context import ContextSnapshot, WorkingContext
 from actors.runtime.lease import hold_lease
+from actors.runtime.recovery import settle_batch
 from actors.runtime.tool_executor import BatchOutcome, ToolBatch, ToolExecutor
-from actors.store import Store
-from actors.tools import ToolContext, tool_schemas
+from actors.store import Store, timestamp
+from actors.tools import tool_schemas
 
 SHUTDOWN_SECONDS = 15
 TOOL_SCHEMA_TOKENS = len(json.dumps(tool_schemas())) // CHARS_PER_TOKEN
@@ -80,6 +103,27 @@ def latest_session_of(store: Store, project_root: str) -> str:
     raise UsageError(f"No saved session for this project ({project_root}) to continue.")
 
 
+@dataclass
+class _Compaction:
+    """The compaction in flight (at most one at a time)."""
+
+    job: Turn = field(default_factory=Turn)  # its cancellation
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: CompactResult | None = None
+    waiting: int = 0  # callers waiting for the result; with none, it is announced
+
+
+@dataclass
+class _Actors:
+    """The inboxes of the running actors and the task group they run in."""
+
+    writer: CheckpointClient
+    model: MemoryObjectSendStream[ModelRequest]
+    tools: MemoryObjectSendStream[ToolBatch]
+    compactor: MemoryObjectSendStream[CompactRequest]
+    tasks: anyio.abc.TaskGroup
+
+
 class Supervisor:
     def __init__(
         self,
@@ -88,27 +132,15 @@ class Supervisor:
         session_id: str,
         events: MemoryObjectSendStream[Event] | None,
     ) -> None:
-        self.settings = settings
-        self.store = store
         self.session_id = session_id
-        self.events = EventSink(events)  # shared with the actors
-        self.messages: list[Message] = []
-        self.planning = Planning()
-        self.usage = UsageTotals()
-        self.tool_calls = 0
-        self.pinned: list[str] = []
-        self.title = ""
-        self.estimator = ContextEstimator()
-        self.resumed = False
-        self.recovered_calls = 0
-        self.crashed_before = False
+        self._settings = settings
+        self._store = store
+        self._events = EventSink(events)  # shared with the actors
+        self._context = WorkingContext(overhead=TOOL_SCHEMA_TOKENS)
+        self._context_lock = anyio.Lock()  # a checkpoint and a context replacement never overlap
         self._turn: Turn | None = None
-        self._writer: CheckpointClient | None = None
-        self._model_inbox: MemoryObjectSendStream[ModelRequest] | None = None
-        self._tools_inbox: MemoryObjectSendStream[ToolBatch] | None = None
-        self.compactor: Compactor | None = None
-        self.context_lock = anyio.Lock()  # a checkpoint and a context replacement never overlap
-        self.saved_len = 0  # how many of self.messages the store holds
+        self._actors: _Actors | None = None
+        self._compaction: _Compaction | None = None
 
     # -- opening and closing --------------------------------------------------------------
 
@@ -133,19 +165,21 @@ class Supervisor:
         async with hold_lease(store, session_id):
             self = cls(settings, store, session_id, events)
             if resume:
-                await anyio.to_thread.run_sync(self._resume, project_root)
+                opened = await anyio.to_thread.run_sync(self._resume, project_root)
             else:
-                await anyio.to_thread.run_sync(self._create, project_root)
-            self.saved_len = len(self.messages)
+                opened = await anyio.to_thread.run_sync(self._create, project_root)
             status = "aborted"
             try:
-                async with self._actors():
-                    if self.crashed_before or self.recovered_calls:
+                async with self._running_actors():
+                    await self._events.send(opened)
+                    if opened.crashed_before or opened.recovered_calls:
                         await self.notify(
                             f"Session {session_id} was not closed cleanly; "
-                            f"{self.recovered_calls} interrupted tool call(s) recovered.",
+                            f"{opened.recovered_calls} interrupted tool call(s) recovered.",
                             "warning",
                         )
+                    await self._events.send(PlanningChanged(self._context.planning.render()))
+                    await self._gauge()
                     yield self
                 status = "saved"
             except anyio.get_cancelled_exc_class():
@@ -155,118 +189,107 @@ class Supervisor:
                 with anyio.move_on_after(SHUTDOWN_SECONDS, shield=True):
                     await anyio.to_thread.run_sync(self._finish, status)
 
-    def _create(self, project_root: str) -> None:
-        notes = read_memory_notes(self.settings.memory_dir, self.settings.sandbox_dir)
-        self.messages = [
-            {"role": "system", "content": system_prompt(self.settings.sandbox_dir, notes)}
+    def _create(self, project_root: str) -> SessionOpened:
+        notes = read_memory_notes(self._settings.memory_dir, self._settings.sandbox_dir)
+        messages = [
+            {"role": "system", "content": system_prompt(self._settings.sandbox_dir, notes)}
         ]
-        self.store.create_session(
-            self.session_id, self.messages, project_root=project_root, status="active"
+        self._store.create_session(
+            self.session_id, messages, project_root=project_root, status="active"
         )
-        self.store.checkpoint(self.session_id, self.messages, state=self.state())
+        self._context.messages = messages
+        self._store.checkpoint(self.session_id, messages, state=self._context.state())
+        self._context.saved_len = len(messages)
+        return SessionOpened(self.session_id, "", resumed=False, context_messages=len(messages))
 
-    def _resume(self, project_root: str) -> None:
-        info = self.store.info(self.session_id)
+    def _resume(self, project_root: str) -> SessionOpened:
+        info = self._store.info(self.session_id)
         if info.archived:
             raise SessionArchived(self.session_id)
         if info.project_root and info.project_root != project_root:
             raise ProjectMismatch(self.session_id, info.project_root)
-        self.crashed_before = info.status == "active"  # we hold the lease: its holder died
         before = info.transcript_messages
-        self.messages = self.store.recover(self.session_id)
-        self.recovered_calls = self.store.info(self.session_id).transcript_messages - before
-        state = info.state
-        self.planning = Planning.from_state(state)
-        self.usage = UsageTotals.from_state(state)
-        self.tool_calls = int(state.get("tool_calls", 0))
-        self.pinned = [str(p) for p in state.get("pinned", [])]
-        self.title = info.title
-        self.resumed = True
-        self.store.update(self.session_id, status="active")
+        messages = self._store.recover(self.session_id)
+        recovered = self._store.info(self.session_id).transcript_messages - before
+        self._context = WorkingContext.restored(messages, info.state,
+                                                overhead=TOOL_SCHEMA_TOKENS)
+        self._store.update(self.session_id, status="active")
+        return SessionOpened(
+            self.session_id, info.title, resumed=True, context_messages=len(messages),
+            recovered_calls=recovered,
+            crashed_before=info.status == "active",  # we hold the lease: its holder died
+        )
 
     def _finish(self, status: str) -> None:
         """Shutdown writes (the actors are gone): recover, fallback summary, status."""
         with contextlib.suppress(HarnessError):
-            self.store.recover(self.session_id)
+            self._store.recover(self.session_id)
         with contextlib.suppress(HarnessError):
-            self.store.ensure_summary(self.session_id)
+            self._store.ensure_summary(self.session_id)
         with contextlib.suppress(HarnessError):
-            self.store.update(self.session_id, status=status)
+            self._store.update(self.session_id, status=status)
 
     @contextlib.asynccontextmanager
-    async def _actors(self) -> AsyncIterator[None]:
-        settings = self.settings
+    async def _running_actors(self) -> AsyncIterator[None]:
+        settings = self._settings
         writer_send, writer_receive = anyio.create_memory_object_stream[Write](16)
         model_send, model_receive = anyio.create_memory_object_stream[ModelRequest](4)
         tools_send, tools_receive = anyio.create_memory_object_stream[ToolBatch](1)
-        compact_send, compact_receive = anyio.create_memory_object_stream[CompactRequest](4)
-        self._writer = CheckpointClient(writer_send, self.session_id)
-        self._model_inbox, self._tools_inbox = model_send, tools_send
+        compact_send, compact_receive = anyio.create_memory_object_stream[CompactRequest](1)
         model = ModelClient(base_url=settings.base_url, api_key=settings.api_key,
                             model=settings.model, timeout=settings.llm_timeout)
         executor = ToolExecutor(
             mode=settings.mode, timeout=settings.tool_timeout,
-            max_output_bytes=settings.max_output_bytes, make_context=self._tool_context,
+            max_output_bytes=settings.max_output_bytes, sandbox=settings.sandbox_dir,
+            memory_dir=settings.memory_dir, store=self._store,
             writer=CheckpointClient(writer_send.clone(), self.session_id),
-            events=self.events,
+            events=self._events, planning=self._context.planning.copy(),
         )
-        self.compactor = Compactor(
-            settings=settings, model_inbox=model_send.clone(),
-            writer=CheckpointClient(writer_send.clone(), self.session_id),
-            events=self.events, inbox=compact_send,
-        )
+        compactor = Compactor(max_context_tokens=settings.max_context_tokens,
+                              model_inbox=model_send.clone())
         async with anyio.create_task_group() as tg:
-            await tg.start(run_checkpoint_writer, self.store, writer_receive)
+            await tg.start(run_checkpoint_writer, self._store, writer_receive)
             await tg.start(model.run, model_receive)
             await tg.start(executor.run, tools_receive)
-            await tg.start(self.compactor.run, compact_receive)
+            await tg.start(compactor.run, compact_receive)
+            self._actors = _Actors(CheckpointClient(writer_send, self.session_id), model_send,
+                                   tools_send, compact_send, tg)
             try:
                 yield
             finally:
-                self.compactor.close()
+                if self._compaction is not None:
+                    self._compaction.job.cancel("the harness is exiting")
                 for stream in (tools_send, model_send, compact_send, writer_send):
                     stream.close()
 
-    def _tool_context(self) -> ToolContext:
-        return ToolContext(
-            sandbox=self.settings.sandbox_dir,
-            memory_dir=self.settings.memory_dir,
-            planning=self.planning,
-            store=self.store,
-            session_id=self.session_id,
-            writer=self._writer,
-        )
+    def _running(self) -> _Actors:
+        if self._actors is None:
+            raise ActorGone("The session's actors are not running.")
+        return self._actors
 
-    # -- state ----------------------------------------------------------------------------
+    # -- what others may see --------------------------------------------------------------
 
-    def state(self) -> dict[str, Any]:
-        """Planning and usage state, saved with every checkpoint."""
-        return {
-            **self.planning.to_state(),
-            "tool_calls": self.tool_calls,
-            **self.usage.to_state(),
-            "pinned": list(self.pinned),
-        }
+    def snapshot(self) -> ContextSnapshot:
+        """A read-only copy of the working context (for inspection; changing it changes
+        nothing)."""
+        return self._context.snapshot()
 
-    def context_tokens(self) -> int:
-        """Estimated size of the next request: the context plus the tool schemas sent."""
-        return self.estimator.estimate(self.messages, overhead=TOOL_SCHEMA_TOKENS)
+    async def notify(self, text: str, level: Literal["info", "warning", "error"] = "info") -> None:
+        await self._events.send(Notice(text, level))
 
-    async def notify(self, text: str, level: Any = "info") -> None:
-        await self._emit(Notice(text, level))
-
-    async def _emit(self, event: Event) -> None:
-        await self.events.send(event)
+    async def _gauge(self) -> None:
+        await self._events.send(ContextGauge(self._context.tokens(),
+                                             self._settings.max_context_tokens,
+                                             self._context.usage.total_cost_usd))
 
     async def _checkpoint(self, *, planned_calls: bool = False) -> None:
-        assert self._writer is not None
-        async with self.context_lock:
-            snapshot = list(self.messages)
-            await self._writer.checkpoint(snapshot, state=self.state(),
-                                          planned_calls=planned_calls)
-            self.saved_len = len(snapshot)
-        await self._emit(ContextGauge(self.context_tokens(), self.settings.max_context_tokens,
-                                      self.usage.total_cost_usd))
+        writer = self._running().writer
+        context = self._context
+        async with self._context_lock:
+            snapshot = list(context.messages)
+            await writer.checkpoint(snapshot, state=context.state(), planned_calls=planned_calls)
+            context.saved_len = len(snapshot)
+        await self._gauge()
 
     # -- the turn -------------------------------------------------------------------------
 
@@ -288,168 +311,259 @@ class Supervisor:
         turn = self._turn = Turn()
         try:
             return await self._turn_loop(turn, text)
+        except LimitReached as exc:
+            return TurnResult("limit", str(exc))
         except StorageError as exc:
             return TurnResult("failed", f"Could not save the session: {exc} The turn stopped; "
                               "the last saved checkpoint is intact.")
-        except ActorGone as exc:
+        except HarnessError as exc:  # an actor gone or crashed
             return TurnResult("failed", str(exc))
         finally:
             turn.cancel("the turn ended")  # nothing of this turn may outlive it
             self._turn = None
             self._answer_unstarted_calls()
-            if self.compactor is not None:
-                await self.compactor.after_turn(self)
+            self._after_turn()
 
     async def _turn_loop(self, turn: Turn, text: str) -> TurnResult:
-        assert self.compactor is not None
-        self.messages.append({"role": "user", "content": text})
+        context = self._context
+        context.messages.append({"role": "user", "content": text})
         await self._checkpoint()
-        for _ in range(self.settings.max_turns):
+        for _ in range(self._settings.max_turns):
             if turn.cancelled:
                 return TurnResult("interrupted", turn.reason)
-            limit = self._limit_reached()
-            if limit:
-                return TurnResult("limit", limit)
-            fits = await self.compactor.before_request(self)
+            self._check_limits()
+            fits = await self._fit_budget()
             if fits is not None:
                 return TurnResult("failed", fits)
             outcome = await self._ask_model(turn)
             if outcome.interrupted:
                 if outcome.partial_text:
-                    self.messages.append({"role": "assistant", "content":
-                                          outcome.partial_text + "\n\n[interrupted by the user]"})
+                    text = outcome.partial_text + "\n\n[interrupted by the user]"
+                    context.messages.append({"role": "assistant", "content": text})
                     await self._checkpoint()
                 return TurnResult("interrupted", turn.reason)
             if outcome.error is not None or outcome.message is None:
                 return TurnResult("failed", outcome.error or "The model returned nothing.")
             assert outcome.usage is not None
-            self.usage.add(outcome.usage, self.settings.price_in, self.settings.price_out)
-            self.estimator.record(
+            context.usage.add(outcome.usage, self._settings.price_in, self._settings.price_out)
+            context.estimator.record(
                 None if outcome.usage.estimated else outcome.usage.prompt_tokens,
-                len(self.messages),
+                len(context.messages),
             )
-            self.messages.append(outcome.message)
+            context.messages.append(outcome.message)
             calls = tool_calls_of(outcome.message)
             await self._checkpoint(planned_calls=bool(calls))
             if not calls:
                 return TurnResult("answered", str(outcome.message.get("content") or ""))
             batch = await self._run_tools(turn, calls)
             if batch.error is not None:
-                raise StorageError(batch.error)
+                raise batch.error
             if turn.cancelled:
                 return TurnResult("interrupted", turn.reason)
             if any(o.status == "over_limit" for o in batch.outcomes):
-                return TurnResult("limit", self._limit_reached() or "Tool-call limit reached.")
-        return TurnResult(
-            "limit",
-            f"Stopped after {self.settings.max_turns} model requests for this message "
-            "(--max-turns). Send another message to go on.",
+                self._check_limits()
+                raise LimitReached("Tool-call limit reached.")
+        raise LimitReached(
+            f"Stopped after {self._settings.max_turns} model requests for this message "
+            "(--max-turns). Send another message to go on."
         )
 
     def _answer_unstarted_calls(self) -> None:
         """After a turn that stopped between the model's tool calls and their batch (its
         checkpoint failed), answer those calls in memory: they never ran. The next
         checkpoint saves the answers; the in-memory context stays sendable."""
-        for call_id in open_calls_at_end(self.messages):
-            self.messages.append(tool_result(call_id, NOT_STARTED_NOTICE + "\n(The turn "
-                                             "stopped before this call ran: the session could "
-                                             "not be saved.)"))
+        messages = self._context.messages
+        for call_id in open_calls_at_end(messages):
+            messages.append(tool_result(call_id, NOT_STARTED_NOTICE + "\n(The turn stopped "
+                                        "before this call ran: the session could not be "
+                                        "saved.)"))
 
-    def _limit_reached(self) -> str | None:
-        s = self.settings
-        if self.usage.total_cost_usd >= s.max_cost_usd:
-            return (f"Stopped: the session has cost ${self.usage.total_cost_usd:.4f}, "
-                    f"over --max-cost-usd {s.max_cost_usd:g}.")
-        if self.tool_calls >= s.max_tool_calls:
-            return (f"Stopped: the session has made {self.tool_calls} tool calls "
-                    f"(--max-tool-calls {s.max_tool_calls}).")
-        return None
+    def _check_limits(self) -> None:
+        """Raise :class:`LimitReached` when a session limit stops the turn."""
+        s, context = self._settings, self._context
+        if context.usage.total_cost_usd >= s.max_cost_usd:
+            raise LimitReached(f"Stopped: the session has cost ${context.usage.total_cost_usd:.4f}"
+                               f", over --max-cost-usd {s.max_cost_usd:g}.")
+        if context.tool_calls >= s.max_tool_calls:
+            raise LimitReached(f"Stopped: the session has made {context.tool_calls} tool calls "
+                               f"(--max-tool-calls {s.max_tool_calls}).")
 
     async def _ask_model(self, turn: Turn) -> ModelOutcome:
-        assert self._model_inbox is not None
-        messages = list(self.messages)
+        inbox = self._running().model
+        messages = list(self._context.messages)
         tools = tool_schemas()
-        return await ask(
-            self._model_inbox,
+        outcome: ModelOutcome = await ask(
+            inbox,
             lambda reply: ModelRequest(messages, reply, tools=tools, turn=turn,
-                                       events=self.events),
+                                       events=self._events),
             "model client",
         )
+        return outcome
 
     async def _run_tools(self, turn: Turn, calls: list[dict[str, Any]]) -> BatchOutcome:
         """Run a batch and give every call exactly one result, whatever happens."""
-        assert self._tools_inbox is not None
-        allowed = max(0, self.settings.max_tool_calls - self.tool_calls)
+        inbox = self._running().tools
+        allowed = max(0, self._settings.max_tool_calls - self._context.tool_calls)
         batch: BatchOutcome | None = None
         failure: HarnessError | None = None
         try:
-            batch = await ask(
-                self._tools_inbox,
-                lambda reply: ToolBatch(calls, turn, allowed, reply),
-                "tool executor",
-            )
+            batch = await ask(inbox, lambda reply: ToolBatch(calls, turn, allowed, reply),
+                              "tool executor")
         finally:
             # Interruption recovery, shielded: no call stays without a result.
             with anyio.move_on_after(SHUTDOWN_SECONDS, shield=True):
                 failure = await self._record_results(calls, batch)
         if failure is not None:  # results not saved: nothing more may be sent or run
             raise failure
+        assert batch is not None
         if batch.crash is not None:
-            raise ActorGone(batch.crash)
+            raise batch.crash
         return batch
 
     async def _record_results(
         self, calls: list[dict[str, Any]], batch: BatchOutcome | None
     ) -> HarnessError | None:
-        """Append one result per call and checkpoint; the error if that could not be saved
-        (returned, not raised: this runs in a ``finally`` that may be unwinding a cancel)."""
-        by_id = {o.call_id: o for o in batch.outcomes} if batch else {}
-        for call in calls:
-            outcome = by_id.get(call["id"])
-            if outcome is None:  # no answer for it: the write-ahead record decides, below
-                continue
-            if outcome.started:
-                self.tool_calls += 1
-            self.messages.append(tool_result(outcome.call_id, outcome.content))
-            if outcome.status in ("interrupted", "not_started", "timed_out", "over_limit"):
-                await self._emit(ToolCallFinished(outcome.call_id, outcome.name,
-                                                  outcome.status.replace("_", " "), False))
-        try:
-            await self._checkpoint()
-            if open_calls_at_end(self.messages):
-                # The executor could not answer for every call (it crashed or is gone): the
-                # store's recovery answers "outcome unknown" or "not executed" from the
-                # write-ahead records, and the context is taken back from the store.
-                assert self._writer is not None
-                async with self.context_lock:
-                    self.messages = await self._writer.call(lambda s, sid: s.recover(sid))
-                    self.saved_len = len(self.messages)
-        except HarnessError as exc:
-            for call_id in open_calls_at_end(self.messages):  # whether they ran is unknown
-                self.messages.append(tool_result(call_id, INTERRUPTED_NOTICE))
-            return exc
+        """Settle the batch in the context and save it (see :func:`settle_batch`); the error
+        if that could not be saved (returned, not raised: this runs in a ``finally`` that may
+        be unwinding a cancel)."""
+        writer = self._running().writer
+        if batch is not None and batch.planning is not None:
+            self._context.planning = batch.planning
+            await self._events.send(PlanningChanged(batch.planning.render()))
+        async with self._context_lock:
+            failure = await settle_batch(self._context, writer, calls, batch)
+        await self._gauge()
+        return failure
+
+    # -- compaction -----------------------------------------------------------------------
+
+    def _over(self, fraction: float) -> bool:
+        return self._context.tokens() > self._settings.max_context_tokens * fraction
+
+    def _after_turn(self) -> None:
+        """Start a background compaction if the context passed the threshold."""
+        if (
+            self._compaction is None
+            and self._actors is not None
+            and self._over(self._settings.compact_threshold)
+            and split_point(self._context.messages) is not None  # else nothing to summarise
+        ):
+            self._start_compaction()
+
+    async def _fit_budget(self) -> str | None:
+        """Make sure the next request fits the hard budget; a message if it cannot."""
+        if not self._over(1.0):
+            return None
+        if self._compaction is not None:
+            await self.notify("Waiting for the compaction to finish…")
+            await self._result_of(self._compaction)
+        if self._over(1.0):
+            result = await self.compact()
+            if self._over(1.0):
+                return (
+                    f"The context ({self._context.tokens()} tokens) exceeds "
+                    f"--max-context-tokens ({self._settings.max_context_tokens}) and compaction "
+                    f"could not bring it under ({result.message}). The turn stopped before "
+                    "sending an oversized request; start a new session or raise the budget."
+                )
         return None
+
+    async def compact(self) -> CompactResult:
+        """Compact now (``\\compact``), after any background compaction, and wait for the
+        result. Cancelling the wait leaves the compaction running; it announces its result
+        when it lands."""
+        while self._compaction is not None:
+            await self._result_of(self._compaction)
+        return await self._result_of(self._start_compaction())
+
+    async def _result_of(self, pending: _Compaction) -> CompactResult:
+        pending.waiting += 1
+        try:
+            await pending.done.wait()
+        finally:
+            pending.waiting -= 1
+        assert pending.result is not None
+        return pending.result
+
+    def _start_compaction(self) -> _Compaction:
+        """Start a compaction of the context as it is now (no await: it either starts or
+        not, whatever cancellation is going on)."""
+        actors = self._running()
+        pending = self._compaction = _Compaction()
+        snapshot = self._context.snapshot()
+        actors.tasks.start_soon(self._compaction_task, actors.compactor, pending, snapshot)
+        return pending
+
+    async def _compaction_task(
+        self,
+        inbox: MemoryObjectSendStream[CompactRequest],
+        pending: _Compaction,
+        snapshot: ContextSnapshot,
+    ) -> None:
+        result = CompactResult(False, "The compactor stopped; context unchanged.")
+        try:
+            await self._events.send(CompactionState(True))
+            plan: CompactAnswer = await ask(
+                inbox, lambda reply: CompactRequest(snapshot, pending.job, reply), "compactor"
+            )
+            result = await self._apply(plan)
+        except ActorGone:
+            pass
+        finally:
+            pending.result = result
+            announce = pending.waiting == 0  # in the background, or nobody waits any more
+            self._compaction = None
+            pending.done.set()
+        await self._events.send(CompactionState(False))
+        await self._gauge()
+        if announce:
+            await self.notify(result.message, "info" if result.applied else "warning")
+
+    async def _apply(self, plan: CompactAnswer) -> CompactResult:
+        """Apply the compactor's answer if it still fits the context (see WorkingContext)."""
+        context = self._context
+        if plan.usage is not None:  # the summary call is paid for, applied or not
+            context.usage.add(plan.usage, self._settings.price_in, self._settings.price_out)
+        if isinstance(plan, NoCompaction):
+            return CompactResult(False, plan.reason)
+        assert isinstance(plan, CompactionPlan)
+        writer = self._running().writer
+        async with self._context_lock:  # checkpoints wait: saved_len is stable
+            why = context.why_not(plan)
+            if why is not None:
+                return CompactResult(False, why)
+            stored, replacement = context.compacted_by(plan)
+            try:
+                await writer.replace_context(
+                    stored,
+                    compaction={"at": timestamp(), "before_tokens": plan.before_tokens,
+                                "after_tokens": plan.after_tokens, "summary": plan.summary},
+                    expect_prefix=plan.basis,
+                )
+            except HarnessError as exc:
+                return CompactResult(False, f"Compaction not saved ({exc}); context unchanged.")
+            context.replace(replacement, saved_len=len(stored))
+        return CompactResult(True, f"Context compacted: {plan.before_tokens} -> "
+                             f"{plan.after_tokens} tokens.", plan.before_tokens,
+                             plan.after_tokens)
 
     # -- commands -------------------------------------------------------------------------
 
-    async def compact(self) -> CompactResult:
-        """Compact now (``\\compact``), waiting for the result."""
-        assert self.compactor is not None
-        return await self.compactor.compact_now(self)
-
     async def fork(self) -> str:
         """Checkpoint, then copy this session into a new one; returns the new id."""
-        assert self._writer is not None
         await self._checkpoint()
-        return await self._writer.call(lambda s, sid: s.fork(sid))
+        new_id: str = await self._running().writer.call(lambda s, sid: s.fork(sid))
+        return new_id
 
     async def set_title(self, title: str) -> None:
-        assert self._writer is not None
-        await self._writer.update(title=title.strip())
-        self.title = title.strip()
+        title = title.strip()
+        await self._running().writer.update(title=title)
+        await self._events.send(TitleChanged(title))
 
     async def pin(self, text: str) -> None:
         """Keep ``text`` verbatim in the context across compactions (and tell the model now)."""
-        self.pinned.append(text.strip())
-        self.messages.append({"role": "user", "content": f"[pinned instruction] {text.strip()}"})
+        self._context.pinned.append(text.strip())
+        self._context.messages.append(
+            {"role": "user", "content": f"[pinned instruction] {text.strip()}"}
+        )
         await self._checkpoint()

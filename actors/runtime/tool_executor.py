@@ -6,6 +6,16 @@ durably record that the call starts (write-ahead, through the checkpoint writer)
 JSON, schema violations, denials, tool failures and tool crashes all become tool results; none
 of them raises.
 
+The executor owns the session's planning state (to-dos, scratchpad): the planning tools
+change it from the executor's task, and every batch's answer carries a copy when it changed,
+which the supervisor saves with the next checkpoint. It emits one ``ToolCallStarted`` per call
+it begins and exactly one ``ToolCallFinished`` per call of the batch, whatever its outcome.
+
+Errors: a write-ahead record that cannot be written stops the batch with the
+:class:`StorageError` object in the answer; a bug in the executor itself is answered as
+:class:`ActorCrashed`, with the outcomes decided before it (the other calls are then answered
+from the write-ahead records by the store's recovery).
+
 Cancellation: the batch runs inside ``turn.scope()``. When the turn is cancelled, the running
 tool is cancelled (a shell tool kills its process group in its own shielded cleanup), and the
 executor still answers with one outcome per call: done, interrupted while running (with the
@@ -16,8 +26,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -25,12 +35,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from actors.core.config import Mode
 from actors.core.data_tags import escape_attribute, escape_data
-from actors.core.errors import StorageError, ToolFailed
-from actors.core.events import ApprovalRequest, Event, EventSink, ToolCallFinished, ToolCallStarted
+from actors.core.errors import ActorCrashed, StorageError, ToolFailed
+from actors.core.events import ApprovalRequest, EventSink, ToolCallFinished, ToolCallStarted
 from actors.core.mailbox import answer
 from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE
+from actors.core.planning import Planning
 from actors.core.turn import Turn
 from actors.runtime.checkpoint_writer import CheckpointClient
+from actors.store import Store
 from actors.tools import (
     TOOLS,
     Permission,
@@ -68,9 +80,12 @@ class ToolBatch:
 
 @dataclass
 class BatchOutcome:
-    outcomes: list[CallOutcome]
-    error: str | None = None  # the write-ahead record could not be written: the turn stops
-    crash: str | None = None  # the executor itself failed; calls without outcome are open
+    """One outcome per call decided; with ``error`` or ``crash`` the rest are open."""
+
+    outcomes: list[CallOutcome] = field(default_factory=list)
+    error: StorageError | None = None  # a write-ahead record could not be written
+    crash: ActorCrashed | None = None  # the executor itself failed
+    planning: Planning | None = None  # a copy of the planning state, when the batch changed it
 
 
 @dataclass
@@ -120,7 +135,7 @@ def _describe_call(name: str, args: dict[str, Any]) -> str:
 
 
 class ToolExecutor:
-    """Holds what every call needs; :meth:`run` is the actor."""
+    """Holds what every call needs and the planning state; :meth:`run` is the actor."""
 
     def __init__(
         self,
@@ -128,17 +143,23 @@ class ToolExecutor:
         mode: Mode,
         timeout: float,
         max_output_bytes: int,
-        make_context: Callable[[], ToolContext],
+        sandbox: Path,
+        memory_dir: Path,
+        store: Store,
         writer: CheckpointClient,
         events: EventSink,
+        planning: Planning,
         tools: dict[str, Tool] | None = None,
     ) -> None:
         self.mode = mode
         self.timeout = timeout
         self.max_output_bytes = max_output_bytes
-        self._make_context = make_context
+        self._sandbox = sandbox
+        self._memory_dir = memory_dir
+        self._store = store
         self._writer = writer
         self._events = events
+        self._planning = planning
         self._tools = TOOLS if tools is None else tools
 
     async def run(
@@ -152,36 +173,51 @@ class ToolExecutor:
             task_status.started()
             try:
                 async for batch in inbox:
+                    outcome = BatchOutcome()
+                    before = self._planning.to_state()
                     try:
-                        outcome = await self.run_batch(batch)
+                        await self.run_batch(batch, outcome)
                     except Exception as exc:  # a bug here must not leave calls unanswered
-                        outcome = BatchOutcome(
-                            [], crash=f"The tool executor failed ({type(exc).__name__}: {exc})."
+                        outcome.crash = ActorCrashed(
+                            f"The tool executor failed ({type(exc).__name__}: {exc})."
                         )
+                    if self._planning.to_state() != before:
+                        outcome.planning = self._planning.copy()
                     await answer(batch.reply, outcome)
             finally:
                 self._writer.close()
 
-    async def run_batch(self, batch: ToolBatch) -> BatchOutcome:
-        outcomes: list[CallOutcome] = []
+    async def run_batch(self, batch: ToolBatch, outcome: BatchOutcome) -> None:
+        """Decide one outcome per call of ``batch`` into ``outcome`` (see the module doc)."""
+        outcomes = outcome.outcomes
         running = _Running()
-        error = None
         with batch.turn.scope():
             try:
                 for index, call in enumerate(batch.calls):
                     if index >= batch.allowed:
-                        outcomes.append(self._outcome(
+                        outcomes.append(await self._finished(self._outcome(
                             call, "over_limit",
                             "Not executed: the session's tool-call limit (--max-tool-calls) "
                             "was reached. Ask the user before going on.",
-                        ))
+                        )))
                         continue
                     outcomes.append(await self._run_call(call, running))
             except StorageError as exc:
-                error = str(exc)
+                outcome.error = exc
         for call in batch.calls[len(outcomes):]:
-            outcomes.append(self._unfinished(call, running, batch.turn, error))
-        return BatchOutcome(outcomes, error)
+            unfinished = self._unfinished(call, running, batch.turn, outcome.error)
+            outcomes.append(await self._finished(unfinished))
+
+    async def _finished(self, outcome: CallOutcome) -> CallOutcome:
+        """Tell the front end how a call ended (once per call, whatever the outcome)."""
+        if outcome.status in ("done", "failed", "denied"):  # the result's first line
+            lines = outcome.content.split("\n", 2)
+            preview = lines[1] if len(lines) > 1 else ""
+        else:
+            preview = outcome.status.replace("_", " ")
+        await self._events.send(ToolCallFinished(outcome.call_id, outcome.name, preview[:200],
+                                                 outcome.status == "done"))
+        return outcome
 
     def _outcome(self, call: dict[str, Any], status: Status, text: str) -> CallOutcome:
         name = str((call.get("function") or {}).get("name", ""))
@@ -191,10 +227,10 @@ class ToolExecutor:
         )
 
     def _unfinished(
-        self, call: dict[str, Any], running: _Running, turn: Turn, error: str | None
+        self, call: dict[str, Any], running: _Running, turn: Turn, error: StorageError | None
     ) -> CallOutcome:
         """The outcome of a call the batch did not finish: interrupted or never started."""
-        reason = turn.reason if turn.cancelled else (error or "the batch stopped")
+        reason = turn.reason if turn.cancelled else (str(error or "") or "the batch stopped")
         if running.call_id != call.get("id") or running.started_at is None:
             return self._outcome(call, "not_started", f"{NOT_STARTED_NOTICE}\n({reason})")
         end = turn.cancelled_at or time.monotonic()
@@ -213,12 +249,8 @@ class ToolExecutor:
         name = str(function.get("name", ""))
         raw = function.get("arguments") or "{}"
         running.call_id, running.started_at, running.context = call_id, None, None
-        await self._emit(ToolCallStarted(call_id, name, str(raw)))
-        outcome = await self._prepare_and_run(call, name, raw, running)
-        preview = outcome.content.split("\n", 2)[1] if "\n" in outcome.content else ""
-        await self._emit(ToolCallFinished(call_id, name, preview[:200],
-                                          outcome.status == "done"))
-        return outcome
+        await self._events.send(ToolCallStarted(call_id, name, str(raw)))
+        return await self._finished(await self._prepare_and_run(call, name, raw, running))
 
     async def _prepare_and_run(
         self, call: dict[str, Any], name: str, raw: Any, running: _Running
@@ -231,7 +263,10 @@ class ToolExecutor:
             args = validate_arguments(tool, parse_arguments(raw))
         except ToolFailed as exc:
             return self._outcome(call, "failed", f"Error: {exc}")
-        context = self._make_context()
+        context = ToolContext(
+            sandbox=self._sandbox, memory_dir=self._memory_dir, planning=self._planning,
+            store=self._store, session_id=self._writer.session_id, writer=self._writer,
+        )
         try:
             reason = await tool.ask_reason(context, args, self.mode)
         except ToolFailed as exc:
@@ -273,13 +308,10 @@ class ToolExecutor:
         async with reply_receive:
             description = _describe_call(tool.name, args) + (f" (asks: {reason})" if reason else "")
             request = ApprovalRequest(tool.name, description, reply_send)
-            if not await self._emit(request):
+            if not await self._events.send(request):
                 reply_send.close()
                 return False
             try:
                 return bool(await reply_receive.receive())
             except anyio.EndOfStream:
                 return False
-
-    async def _emit(self, event: Event) -> bool:
-        return await self._events.send(event)

@@ -3,7 +3,8 @@
 - History in ``<memory-dir>/history`` (0600), shared across sessions; Up/Down, Ctrl-R.
 - Enter sends; Alt-Enter (or Esc then Enter) inserts a new line.
 - Tab completes backslash commands, session ids (with titles) and ``@`` paths.
-- The bottom toolbar shows the session, mode, context gauge, ``compacting…`` and cost.
+- The bottom toolbar shows the session, mode, context gauge, ``compacting…`` and cost, all
+  learned from the supervisor's events (:class:`~repl.interactive.view.SessionView`).
 - Ctrl-C during a turn aborts it (the supervisor recovers and checkpoints); at the prompt it
   clears the line, and a second Ctrl-C on an empty line exits, like Ctrl-D and ``\\exit``.
 - SIGTERM ends the run cleanly; the supervisor's shutdown saves the session.
@@ -26,12 +27,13 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.patch_stdout import patch_stdout
 
 from actors.core.config import Settings
-from actors.core.events import Event
+from actors.core.events import Event, SessionOpened
 from actors.runtime.supervisor import Supervisor
 from actors.store import Store
-from repl.interactive.commands import ExitRequested, run_command
+from repl.interactive.commands import CommandContext, ExitRequested, run_command
 from repl.interactive.completion import HarnessCompleter
 from repl.interactive.render import Renderer
+from repl.interactive.view import SessionView
 
 HISTORY_FILE = "history"
 
@@ -54,19 +56,23 @@ def create_history_file(memory_dir: Path) -> Path:
 class Repl:
     def __init__(
         self,
-        supervisor: Supervisor,
+        sup: Supervisor,
+        settings: Settings,
+        store: Store,
         events: MemoryObjectSendStream[Event | _Barrier],
     ) -> None:
-        self.sup = supervisor
+        self.sup = sup
+        self.settings = settings
+        self.view = SessionView(budget=settings.max_context_tokens)
+        self._commands = CommandContext(sup, store, self.view)
         self._events = events
         self._exit_armed = False
         self._command: anyio.CancelScope | None = None  # a backslash command being run
         self._leaving = False
         self.renderer = Renderer(self._ask, self._refresh)
-        settings = supervisor.settings
         self.session: PromptSession[str] = PromptSession(
             history=FileHistory(str(settings.memory_dir / HISTORY_FILE)),
-            completer=HarnessCompleter(supervisor.store.list_sessions, settings.sandbox_dir),
+            completer=HarnessCompleter(store.list_sessions, settings.sandbox_dir),
             complete_in_thread=True,  # session ids come from the database
             multiline=True,
             key_bindings=self._bindings(),
@@ -107,19 +113,13 @@ class Repl:
         return bindings
 
     def _toolbar(self) -> FormattedText:
-        sup = self.sup
+        view = self.view
         if self._exit_armed:
             return FormattedText([("", " Press Ctrl-C again (or Ctrl-D) to exit ")])
-        tokens = sup.context_tokens()
-        budget = sup.settings.max_context_tokens
-        parts = [
-            sup.title or sup.session_id,
-            sup.settings.mode.value,
-            f"ctx {tokens:,}/{budget:,} ({100 * tokens // budget}%)",
-        ]
-        if sup.compactor is not None and sup.compactor.running:
+        parts = [view.title or view.session_id, self.settings.mode.value, view.context_line()]
+        if view.compacting:
             parts.append("compacting…")
-        parts.append(f"${sup.usage.total_cost_usd:.4f}")
+        parts.append(f"${view.cost_usd:.4f}")
         return FormattedText([("", " " + " │ ".join(parts) + " ")])
 
     def _refresh(self) -> None:
@@ -142,10 +142,22 @@ class Repl:
             async for event in events:
                 if isinstance(event, _Barrier):
                     event.reached.set()
+                    continue
+                self.view.apply(event)
+                if isinstance(event, SessionOpened):
+                    self._greet(event)
                 else:
                     await self.renderer.show(event)
 
-    async def _drain(self) -> None:
+    def _greet(self, opened: SessionOpened) -> None:
+        print(f"Session:          {opened.session_id}")
+        print(f"Memory directory: {self.settings.memory_dir}")
+        if opened.resumed:
+            print(f"Resumed with {opened.context_messages} messages in context.")
+        print("Type \\help for commands, Ctrl-D to exit.", flush=True)
+
+    async def drain(self) -> None:
+        """Wait until every event sent so far was shown."""
         barrier = _Barrier()
         await self._events.send(barrier)
         await barrier.reached.wait()
@@ -192,19 +204,19 @@ class Repl:
         reply = None
         try:
             with anyio.CancelScope() as self._command:
-                reply = await run_command(self.sup, text)
+                reply = await run_command(self._commands, text)
         except ExitRequested:
             self._leaving = True
             return
         finally:
             self._command = None
-        await self._drain()
+        await self.drain()
         print(reply.text if reply else "Interrupted (anything started goes on in the "
               "background).", flush=True)
 
     async def turn(self, text: str) -> None:
         result = await self.sup.run_turn(text)
-        await self._drain()
+        await self.drain()
         self.renderer.end_line()
         if result.outcome == "interrupted":
             print("Interrupted.", flush=True)
@@ -221,18 +233,14 @@ async def _main(
     async with Supervisor.open(
         settings, store, events=send, resume=resume, continue_latest=continue_latest
     ) as sup:
-        print(f"Session:          {sup.session_id}")
-        print(f"Memory directory: {settings.memory_dir}")
-        if sup.resumed:
-            print(f"Resumed with {len(sup.messages)} messages in context.")
-        print("Type \\help for commands, Ctrl-D to exit.", flush=True)
-        repl = Repl(sup, send)
+        repl = Repl(sup, settings, store, send)
         async with anyio.create_task_group() as tg:
             tg.start_soon(repl.show_events, receive)
             await tg.start(repl.watch_signals, tg.cancel_scope)
+            await repl.drain()  # the greeting and the notices of opening come first
             await repl.loop()
             tg.cancel_scope.cancel()
-    print(f"Saved session {sup.session_id}.", flush=True)
+    print(f"Saved session {repl.view.session_id}.", flush=True)
     return 0
 
 

@@ -1,0 +1,115 @@
+"""The working context of the running session, with its one owner: the supervisor.
+
+It is what the next model request is made of and what every checkpoint saves: the messages,
+how many of them the store holds (``saved_len``), the pinned instructions, the token estimator
+and the state saved beside the messages (the planning state as the tool executor last reported
+it, usage totals, the tool-call count). Only the supervisor's own tasks read or change it.
+Everyone else gets a :class:`ContextSnapshot`, a copy: the compactor plans from one, and tests
+and benchmarks inspect one.
+
+The rule for a compaction plan that arrives after the context moved on
+(:meth:`WorkingContext.why_not`): it applies while the context still starts with the part the
+summary was made from and the store holds that part; messages appended meanwhile are kept
+after the summary. Anything else (recovery replaced the context, another compaction landed)
+leaves the context unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from actors.core.budget import ContextEstimator, UsageTotals
+from actors.core.compaction import CompactionPlan, compacted
+from actors.core.messages import Message
+from actors.core.planning import Planning
+
+
+@dataclass(frozen=True)
+class ContextSnapshot:
+    """A read-only copy of the working context at one moment."""
+
+    messages: tuple[Message, ...]
+    pinned: tuple[str, ...]
+    tokens: int  # the estimated size of a request with these messages
+    planning: Planning
+    usage: UsageTotals
+    tool_calls: int
+
+
+@dataclass
+class WorkingContext:
+    messages: list[Message] = field(default_factory=list)
+    planning: Planning = field(default_factory=Planning)
+    usage: UsageTotals = field(default_factory=UsageTotals)
+    tool_calls: int = 0
+    pinned: list[str] = field(default_factory=list)
+    estimator: ContextEstimator = field(default_factory=ContextEstimator)
+    saved_len: int = 0  # how many of ``messages`` the store holds
+    overhead: int = 0  # tokens every request carries besides its messages (tool schemas)
+
+    @classmethod
+    def restored(
+        cls, messages: list[Message], state: dict[str, Any], *, overhead: int
+    ) -> WorkingContext:
+        """The context of a resumed session: its messages and the state saved with them."""
+        return cls(
+            messages=messages,
+            planning=Planning.from_state(state),
+            usage=UsageTotals.from_state(state),
+            tool_calls=int(state.get("tool_calls", 0)),
+            pinned=[str(p) for p in state.get("pinned", [])],
+            saved_len=len(messages),
+            overhead=overhead,
+        )
+
+    def state(self) -> dict[str, Any]:
+        """Planning, usage and pins: saved with every checkpoint, restored on resume."""
+        return {
+            **self.planning.to_state(),
+            "tool_calls": self.tool_calls,
+            **self.usage.to_state(),
+            "pinned": list(self.pinned),
+        }
+
+    def tokens(self) -> int:
+        """Estimated size of the next request: the messages plus what every request carries."""
+        return self.estimator.estimate(self.messages, overhead=self.overhead)
+
+    def snapshot(self) -> ContextSnapshot:
+        return ContextSnapshot(
+            messages=tuple(self.messages),
+            pinned=tuple(self.pinned),
+            tokens=self.tokens(),
+            planning=self.planning.copy(),
+            usage=replace(self.usage),
+            tool_calls=self.tool_calls,
+        )
+
+    # -- compaction ---------------------------------------------------------------------------
+
+    def why_not(self, plan: CompactionPlan) -> str | None:
+        """None if ``plan`` still applies to this context, else why not (for the user)."""
+        cut = plan.split.cut
+        if self.saved_len < cut:
+            return "Compaction skipped: the context it summarised is not saved yet; unchanged."
+        current = self.messages
+        if len(current) < cut or any(
+            a is not b and a != b for a, b in zip(current[:cut], plan.basis, strict=True)
+        ):
+            return "The context changed during compaction; unchanged."
+        return None
+
+    def compacted_by(self, plan: CompactionPlan) -> tuple[list[Message], list[Message]]:
+        """What the store is to hold after ``plan`` (the saved part, compacted) and the new
+        in-memory context (that, plus the messages not saved yet)."""
+        stored = compacted(self.messages[: self.saved_len], plan.split, plan.summary,
+                           self.pinned)
+        return stored, stored + self.messages[self.saved_len :]
+
+    def replace(self, messages: list[Message], *, saved_len: int) -> None:
+        """The context was replaced (compaction, recovery): the reported size no longer
+        describes it."""
+        self.messages = messages
+        self.saved_len = saved_len
+        self.estimator.reset()
