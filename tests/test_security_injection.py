@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from actors.core.compaction import summary_message
 from actors.core.config import Mode
 from actors.core.data_tags import escape_attribute, escape_data
 from actors.core.prompts import note_path, read_memory_notes, system_prompt
-from actors.runtime.compactor import summary_message
 from actors.runtime.tool_executor import wrap_result
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
