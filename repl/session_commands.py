@@ -120,7 +120,7 @@ def show_info(
 
 
 def rename(store: Store, session_id: str, title: str, out: TextIO = sys.stdout) -> int:
-    store.rename(session_id, title)
+    store.update(session_id, title=title.strip())
     print(f"Renamed {session_id}: {title.strip()}", file=out)
     return 0
 
@@ -133,10 +133,7 @@ def fork(store: Store, session_id: str, out: TextIO = sys.stdout) -> int:
 def set_archived(
     store: Store, session_id: str, archived: bool, out: TextIO = sys.stdout
 ) -> int:
-    if archived:
-        store.archive(session_id)
-    else:
-        store.unarchive(session_id)
+    store.update(session_id, archived=archived)
     print(f"{'Archived' if archived else 'Unarchived'} {session_id}.", file=out)
     return 0
 

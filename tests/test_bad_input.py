@@ -39,7 +39,7 @@ def test_a_ten_megabyte_message_is_stored_whole_and_found(memory_dir: Path) -> N
     store = SessionStore(memory_dir)
     huge = "needle " + "x" * (10 * 1024 * 1024)
     sid = store.create_session(messages=[{"role": "tool_free", "content": "s"}])
-    store.save_messages(sid, [{"role": "tool_free", "content": "s"},
+    store.checkpoint(sid, [{"role": "tool_free", "content": "s"},
                               {"role": "user", "content": huge}])
     assert SessionStore(memory_dir).load_session(sid)["messages"][1]["content"] == huge
     assert [r["id"] for r in store.search_sessions("needle")] == [sid]

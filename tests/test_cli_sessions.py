@@ -29,7 +29,7 @@ def two_sessions(stores: Stores, memory_dir: Path) -> tuple[str, str]:
         {"role": "system", "content": "sys"},
         {"role": "user", "content": "Investigate the cache bug"},
     ])
-    store.write_summary(first, "Investigated the cache bug.\nThe key omits the locale.")
+    store.update(first, summary="Investigated the cache bug.\nThe key omits the locale.")
     second = store.create_session(messages=[{"role": "user", "content": "Write the parser"}])
     store.close()
     return first, second

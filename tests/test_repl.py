@@ -108,7 +108,7 @@ def test_completion_of_commands_and_session_ids(
 ) -> None:
     store = SessionStore(memory_dir)
     other = store.create_session(project_root=str(project))
-    store.rename(other, "Parser rewrite")
+    store.update(other, title="Parser rewrite")
     with ScriptedServer([]) as server:
         term = start(terminals, memory_dir, project, "--base-url", server.base_url)
         term.child.send("\\fo\t")

@@ -305,11 +305,11 @@ async def test_resume_restores_state_and_refuses_what_it_must(tmp_path: Path) ->
         server.assert_done()
     assert server.requests[2]["messages"][:5] == server.requests[1]["messages"][:5]
 
-    store.archive(session_id)
+    store.update(session_id, archived=True)
     with pytest.raises(SessionArchived):
         async with Supervisor.open(settings, store, resume=session_id):
             pass
-    store.unarchive(session_id)
+    store.update(session_id, archived=False)
     elsewhere = settings_for(tmp_path / "other", server.base_url,
                              memory_dir=settings.memory_dir)
     with pytest.raises(ProjectMismatch):

@@ -63,7 +63,7 @@ def conversation(question: str, answer: str) -> list[dict[str, Any]]:
 async def test_list_sessions_most_recent_first(ctx: ToolContext, store: SessionStore) -> None:
     older = store.create_session(messages=conversation("q", "a"), title="older")
     newer = store.create_session(title="newer\ntitle")
-    store.write_summary(older, "Fixed the parser.\n" + "x" * 500)
+    store.update(older, summary="Fixed the parser.\n" + "x" * 500)
     store.update(newer, status="aborted")  # now the most recently updated
     lines = (await call(ctx, "list_sessions")).splitlines()
     assert [line.split(" | ")[0] for line in lines] == [newer, older, ctx.session_id]
@@ -106,7 +106,7 @@ async def test_read_session_summary_and_transcript(ctx: ToolContext, store: Sess
         "tool: a.py:3: bug here\n"
         "assistant: It is in a.py."
     )
-    store.write_summary(sid, "Found the bug.")
+    store.update(sid, summary="Found the bug.")
     assert (await call(ctx, "read_session", session_id=sid)).startswith(
         "Summary:\nFound the bug.\n\nTranscript:\n"
     )

@@ -124,7 +124,9 @@ async def write_session_summary(ctx: ToolContext, args: dict[str, Any]) -> str:
         except HarnessError as exc:
             raise ToolFailed(str(exc)) from None
         return "Saved session summary."
-    return await _call(store.write_summary, ctx.session_id, summary)
+    session_id = ctx.session_id
+    await _call(lambda: store.update(session_id, summary=summary))
+    return "Saved session summary."
 
 
 _NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
