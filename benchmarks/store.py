@@ -290,7 +290,7 @@ class Postgres:
         """A store on the schema of ``part`` (created empty on first use)."""
         from urllib.parse import quote
 
-        from actors.store import PostgresSessionStore
+        from actors.store import PostgresStore
 
         schema = self._schemas.get(part)
         if schema is None:
@@ -299,7 +299,7 @@ class Postgres:
             self._admin.execute(f'CREATE SCHEMA "{schema}"')
         option = quote(f"-csearch_path={schema}", safe="")
         url = f"{self.url}{'&' if '?' in self.url else '?'}options={option}"
-        return PostgresSessionStore(url, memory_dir)
+        return PostgresStore(url, memory_dir)
 
     def analyze(self, part: str) -> None:
         """Gather the planner's statistics now, as autovacuum does soon after a bulk load,

@@ -14,8 +14,17 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from actors.core.errors import StorageError, UsageError
-from actors.store import SessionInfo, SessionStore, Store, open_store, timestamp, to_markdown
-from actors.store._sqlite import DB_NAME
+from actors.store import (
+    SessionInfo,
+    SqliteStore,
+    Store,
+    export_session,
+    import_paths,
+    open_store,
+    timestamp,
+    to_markdown,
+)
+from actors.store.sqlite import DB_NAME
 
 PREVIEW_CHARS = 120
 
@@ -151,7 +160,7 @@ def delete(store: Store, session_id: str, *, yes: bool, out: TextIO = sys.stdout
 def export(
     store: Store, session_id: str, *, fmt: str, out: TextIO = sys.stdout
 ) -> int:
-    record = store.export(session_id)
+    record = export_session(store, session_id)
     if fmt == "markdown":
         out.write(to_markdown(record))
     else:
@@ -165,7 +174,7 @@ def import_(
 ) -> int:
     """Import files and directories; report each, status 2 if any could not be imported."""
     failed = 0
-    for result in store.import_(*paths):
+    for result in import_paths(store, *paths):
         if result.error:
             failed += 1
             print(f"Skipped {result.error}", file=err)
@@ -180,13 +189,13 @@ def doctor(
     memory_dir: Path, *, repair: bool, store_url: str | None = None, out: TextIO = sys.stdout
 ) -> int:
     """``--doctor [--repair]``: 0 when nothing serious is (left) wrong, else 1."""
-    from actors.store._doctor import examine, render, repair_store
+    from actors.store.sqlite.doctor import examine, render, repair_store
 
     if store_url is not None and store_url.strip() not in ("", "sqlite"):
         return doctor_shared(memory_dir, store_url, repair=repair, out=out)
 
     try:
-        store = SessionStore(memory_dir)
+        store = SqliteStore(memory_dir)
     except StorageError as exc:
         print(f"Problems:\n  database: {exc}", file=out)
         if not repair:

@@ -116,12 +116,12 @@ class Stores:
 
     def rows(self, store: Store, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Run ``sql`` (``?`` placeholders) in a read transaction of ``store``."""
-        with store._read() as conn:
+        with store.db.read() as conn:
             return [tuple(r) for r in conn.execute(sql, params).fetchall()]
 
     def write(self, store: Store, sql: str, params: tuple[Any, ...] = ()) -> None:
         """Run ``sql`` behind the store's back (to damage rows), in one transaction."""
-        with store._write() as conn:
+        with store.db.write() as conn:
             conn.execute(sql, params)
 
     def close(self) -> None:

@@ -127,7 +127,7 @@ def test_truncated_database_keeps_healthy_sessions_and_names_damaged_ones(
     for n in range(4):
         sid = _session_with_pages(store, f"bulk{n}", 25)
         originals[sid] = store.load_session(sid)["messages"]
-    store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.db.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
     pristine = (memory_dir / "sessions.sqlite3").read_bytes()
     damaged_seen = 0

@@ -13,7 +13,7 @@ import pytest
 
 from actors.core.errors import ContextConflict, InvalidSessionId, SessionNotFound, UsageError
 from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE, pairing_problems
-from actors.store import SessionStore, Store
+from actors.store import SessionStore, Store, export_session, import_paths
 from tests.stores import Stores
 
 SYSTEM = {"role": "system", "content": "You are a coding agent."}
@@ -47,8 +47,8 @@ def test_database_is_private_wal_and_fully_synchronous(memory_dir: Path) -> None
     assert stat.S_IMODE(store.memory_dir.stat().st_mode) == 0o700
     assert stat.S_IMODE(store.sessions_dir.stat().st_mode) == 0o700
     assert stat.S_IMODE(store.db_path.stat().st_mode) == 0o600
-    assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert store.db.connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.db.connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     sid = store.create_session()
     with store.lease(sid):
         assert stat.S_IMODE(store.lock_path(sid).stat().st_mode) == 0o600
@@ -122,12 +122,12 @@ def test_failed_checkpoint_writes_nothing(store: Store, stores: Stores) -> None:
 
 def _statements_per_checkpoint(store: Store, sid: str, messages: list[Any]) -> int:
     seen: list[str] = []
-    store._conn.set_trace_callback(seen.append)
+    store.db.connection.set_trace_callback(seen.append)
     try:
         messages += [user("one more"), assistant("and an answer")]
         store.checkpoint(sid, messages, state={"n": len(messages)})
     finally:
-        store._conn.set_trace_callback(None)
+        store.db.connection.set_trace_callback(None)
     return len(seen)
 
 
@@ -156,18 +156,18 @@ def test_earlier_rows_are_never_rewritten(store: Store, stores: Stores) -> None:
 def test_checkpoint_must_extend_the_saved_context(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM, user("a"), assistant("b")])
     with pytest.raises(ContextConflict, match="only compaction"):
-        store.save_messages(sid, [SYSTEM, user("a")])
+        store.checkpoint(sid, [SYSTEM, user("a")])
     with pytest.raises(ContextConflict, match="message 1"):
-        store.save_messages(sid, [SYSTEM, user("changed"), assistant("b"), user("c")])
+        store.checkpoint(sid, [SYSTEM, user("changed"), assistant("b"), user("c")])
     assert store.load_session(sid)["messages"] == [SYSTEM, user("a"), assistant("b")]
 
 
 def test_extend_rule_compares_values_not_identity(store: Store, stores: Stores) -> None:
     sid = store.create_session(messages=[SYSTEM, user("a")])
     fresh = stores.open(store.memory_dir)  # no cache: compares against the disk
-    fresh.save_messages(sid, [dict(SYSTEM), user("a"), assistant("b")])
+    fresh.checkpoint(sid, [dict(SYSTEM), user("a"), assistant("b")])
     # the first store notices the other instance's append and reloads
-    store.save_messages(sid, [SYSTEM, user("a"), assistant("b"), user("c")])
+    store.checkpoint(sid, [SYSTEM, user("a"), assistant("b"), user("c")])
     assert len(fresh.load_session(sid)["messages"]) == 4
 
 
@@ -178,10 +178,10 @@ def test_sdk_message_objects_are_dumped(store: Store) -> None:
             return {"role": "assistant", "content": "from the SDK"}
 
     sid = store.create_session(messages=[SYSTEM])
-    store.save_messages(sid, [SYSTEM, Dumpable()])
+    store.checkpoint(sid, [SYSTEM, Dumpable()])
     assert store.load_session(sid)["messages"][-1]["content"] == "from the SDK"
     with pytest.raises(TypeError, match="Cannot persist"):
-        store.save_messages(sid, [SYSTEM, Dumpable(), 42])
+        store.checkpoint(sid, [SYSTEM, Dumpable(), 42])
 
 
 def test_unknown_session(store: Store) -> None:
@@ -193,21 +193,21 @@ def test_unknown_session(store: Store) -> None:
 
 def test_list_is_most_recent_first_and_hides_archived(store: Store) -> None:
     a, b, c = (store.create_session() for _ in range(3))
-    store.rename(a, "touched last")
-    store.archive(b)
+    store.update(a, title="touched last")
+    store.update(b, archived=True)
     listed = [s["id"] for s in store.list_sessions()]
     assert listed == [a, c]
     everything = store.list_sessions(include_archived=True)
     assert [s["id"] for s in everything] == [b, a, c]  # archiving counts as an update
     assert [s["archived"] for s in everything] == [True, False, False]
-    store.unarchive(b)
+    store.update(b, archived=False)
     assert b in [s["id"] for s in store.list_sessions()]
 
 
 def test_search_needs_every_term_case_insensitive_substrings(store: Store) -> None:
     cache = store.create_session(messages=[SYSTEM, user("The Cache key omits the locale")])
     other = store.create_session(messages=[SYSTEM, user("cache warmed at startup")])
-    store.write_summary(other, "Nothing about languages.")
+    store.update(other, summary="Nothing about languages.")
     assert [r["id"] for r in store.search_sessions("cache LOCALE")] == [cache]
     assert {r["id"] for r in store.search_sessions("cache")} == {cache, other}
     assert [r["id"] for r in store.search_sessions("ocal")] == [cache]  # substring
@@ -220,7 +220,7 @@ def test_search_needs_every_term_case_insensitive_substrings(store: Store) -> No
 
 def test_search_short_terms_tool_arguments_and_titles(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM, assistant(None, "call_1")])
-    store.rename(sid, "Parser rewrite")
+    store.update(sid, title="Parser rewrite")
     assert [r["id"] for r in store.search_sessions("read_file")] == [sid]  # tool name
     assert [r["id"] for r in store.search_sessions("pa rewrite")] == [sid]  # 2-letter term
     assert [r["id"] for r in store.search_sessions("parser")] == [sid]
@@ -228,7 +228,7 @@ def test_search_short_terms_tool_arguments_and_titles(store: Store) -> None:
 
 def test_search_excludes_archived_unless_asked(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM, user("archived needle")])
-    store.archive(sid)
+    store.update(sid, archived=True)
     assert store.search_sessions("needle") == []
     assert [r["id"] for r in store.search_sessions("needle", include_archived=True)] == [sid]
 
@@ -238,14 +238,14 @@ def test_search_ranks_better_matches_first(store: Store) -> None:
         messages=[SYSTEM, user("a long message " + "filler words " * 200 + "kernel")]
     )
     strong = store.create_session(messages=[SYSTEM, user("kernel")])
-    store.rename(strong, "kernel work")
+    store.update(strong, title="kernel work")
     assert [r["id"] for r in store.search_sessions("kernel")] == [strong, weak]
 
 
 def test_search_is_maintained_incrementally(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM])
     assert store.search_sessions("zeppelin") == []
-    store.save_messages(sid, [SYSTEM, user("a zeppelin appears")])
+    store.checkpoint(sid, [SYSTEM, user("a zeppelin appears")])
     assert [r["id"] for r in store.search_sessions("zeppelin")] == [sid]
     store.delete(sid)
     assert store.search_sessions("zeppelin") == []
@@ -316,7 +316,7 @@ def test_replace_context_keeps_transcript_and_records_compaction(
     assert record["compactions"][0]["before_tokens"] == 100
     assert [r["id"] for r in store.search_sessions("old answer")] == [sid]  # still found
     # a later checkpoint extends the compacted context
-    store.save_messages(sid, [SYSTEM, summary, user("new turn"), assistant("done")])
+    store.checkpoint(sid, [SYSTEM, summary, user("new turn"), assistant("done")])
     assert stores.open(store.memory_dir).load_session(sid)["messages"][-1] == assistant("done")
     with pytest.raises(ContextConflict):
         store.replace_context(sid, [SYSTEM], expect_prefix=old)
@@ -332,7 +332,7 @@ def test_summaries(store: Store) -> None:
     store.ensure_summary(other)
     summary = store.info(other).summary
     assert summary.splitlines() == [f"user: question {i}" for i in range(2, 8)]
-    assert store.write_summary(other, "  Model-written.  ") == "Saved session summary."
+    store.update(other, summary="Model-written.")
     store.ensure_summary(other)
     assert store.info(other).summary == "Model-written."
 
@@ -341,7 +341,7 @@ def test_fork_is_a_deep_independent_copy(store: Store) -> None:
     messages = [SYSTEM, user("shared"), assistant(None, "c1")]
     sid = store.create_session(messages=messages)
     store.update(sid, state={"todos": [{"id": 1, "text": "t"}]}, summary="sum")
-    store.rename(sid, "Original")
+    store.update(sid, title="Original")
     fork = store.fork(sid)
     copy = store.load_session(fork)
     source = store.load_session(sid)
@@ -350,7 +350,7 @@ def test_fork_is_a_deep_independent_copy(store: Store) -> None:
     assert copy["state"] == source["state"]
     assert copy["messages"] == source["messages"]  # open call answered in the copy
     assert pairing_problems(copy["messages"]) == []
-    store.save_messages(fork, [*copy["messages"], user("only in the fork")])
+    store.checkpoint(fork, [*copy["messages"], user("only in the fork")])
     assert store.load_session(sid)["messages"] == source["messages"]
     assert [r["id"] for r in store.search_sessions("only in the fork")] == [fork]
     assert {r["id"] for r in store.search_sessions("shared")} == {sid, fork}
@@ -397,16 +397,16 @@ def test_export_has_format_version_and_round_trips(
     store: Store, stores: Stores, tmp_path: Path
 ) -> None:
     sid = store.create_session(messages=[SYSTEM, user("portable")], project_root="/p")
-    record = store.export(sid)
+    record = export_session(store, sid)
     assert record["format_version"] == 1
     path = tmp_path / "s.json"
     path.write_text(json.dumps(record))
     other = stores.open_other(tmp_path / "elsewhere")
-    [imported] = other.import_(path)
+    [imported] = import_paths(other, path)
     assert imported.session_id == sid and not imported.error
-    again = other.export(sid)
+    again = export_session(other, sid)
     assert {k: v for k, v in again.items() if k != "updated_at"} == {
         k: v for k, v in record.items() if k != "updated_at"
     }
-    [second] = other.import_(path)
+    [second] = import_paths(other, path)
     assert second.skipped

@@ -55,6 +55,6 @@ def test_every_acknowledged_checkpoint_survives_kill_9(stores: Stores, memory_di
         assert record["transcript"] == messages
         assert pairing_problems(messages) == []
         if isinstance(store, SessionStore):
-            assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            assert store.db.connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         store.close()
     assert acked > 3

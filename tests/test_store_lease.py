@@ -49,13 +49,13 @@ def test_second_process_fails_at_once_naming_the_holder(
     proc, sid = holder
     store = stores.open(memory_dir)
     with pytest.raises(SessionLocked) as caught:
-        store.rename(sid, "mine")
+        store.update(sid, title="mine")
     assert str(caught.value) == (
         f"Session '{sid}' is in use by another process ({holder_text(stores, proc.pid)})."
     )
     assert store.is_running_elsewhere(sid)
-    for mutate in (lambda: store.archive(sid), lambda: store.delete(sid),
-                   lambda: store.save_messages(sid, [])):
+    for mutate in (lambda: store.update(sid, archived=True), lambda: store.delete(sid),
+                   lambda: store.checkpoint(sid, [])):
         with pytest.raises(SessionLocked):
             mutate()
     assert store.load_session(sid)["id"] == sid  # reading needs no lease
@@ -71,7 +71,7 @@ def test_lease_is_released_when_the_holder_is_killed(
     if stores.is_pg:  # the server notices the dead connection at once, but asynchronously
         wait_until(lambda: not store.is_running_elsewhere(sid), timeout=10)
     assert not store.is_running_elsewhere(sid)
-    store.rename(sid, "free again")
+    store.update(sid, title="free again")
     assert store.info(sid).title == "free again"
 
 
@@ -79,15 +79,16 @@ def test_lease_is_reentrant_within_a_process(stores: Stores, memory_dir: Path) -
     first, second = stores.open(memory_dir), stores.open(memory_dir)
     sid = first.create_session()
     with first.lease(sid), first.lease(sid), second.lease(sid):
-        second.rename(sid, "nested")
-        first.archive(sid)
+        second.update(sid, title="nested")
+        first.update(sid, archived=True)
         assert first.is_leased_here(sid) and second.is_leased_here(sid)
     assert not first.is_leased_here(sid)
     assert not first.is_running_elsewhere(sid)
     # released: another process can take it now
     code = (
         "import os, sys; from actors.store import open_store; "
-        f"open_store({str(memory_dir)!r}, os.environ['AGENT_HARNESS_STORE']).unarchive({sid!r})"
+        f"open_store({str(memory_dir)!r}, os.environ['AGENT_HARNESS_STORE'])"
+        f".update({sid!r}, archived=False)"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True,
                    env={**os.environ, **stores.env})

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from actors.store import import_paths
 from tests.stores import Stores
 
 
@@ -46,7 +47,7 @@ def test_legacy_directory_is_imported_once_and_never_modified(
     )
     assert record["status"] == "saved"
     assert [r["id"] for r in store.search_sessions("cache bug")] == ["z7Pq3hM4kA"]
-    store.rename("z7Pq3hM4kA", "renamed in the new store")
+    store.update("z7Pq3hM4kA", title="renamed in the new store")
     store.close()
 
     again = stores.open(memory_dir)  # idempotent: no duplicate, no overwrite of the rename
@@ -69,7 +70,7 @@ def test_import_files_and_directories_reports_malformed_by_name(
     single = tmp_path / "single.json"
     single.write_text(json.dumps(legacy_record("sessionC", "gamma")))
     store = stores.open(memory_dir)
-    results = store.import_(folder, single, tmp_path / "missing.json")
+    results = import_paths(store, folder, single, tmp_path / "missing.json")
     imported = sorted(r.session_id for r in results if r.session_id and not r.error)
     assert imported == ["sessionA", "sessionB", "sessionC"]
     errors = [r.error for r in results if r.error]
@@ -90,7 +91,7 @@ def test_import_keeps_compacted_context_and_transcript_apart(
     path = tmp_path / "r.json"
     path.write_text(json.dumps(record))
     store = stores.open(memory_dir)
-    store.import_(path)
+    import_paths(store, path)
     loaded = store.load_session("compacted")
     assert loaded["messages"] == record["messages"]
     assert loaded["transcript"] == record["transcript"]

@@ -21,7 +21,7 @@ import pytest
 
 from actors.core.errors import StorageError
 from actors.core.messages import INTERRUPTED_NOTICE
-from actors.store import Store, open_store
+from actors.store import Store, export_session, import_paths, open_store
 from actors.testing.scripted_server import (
     Hang,
     Reply,
@@ -228,7 +228,7 @@ def test_a_write_after_the_lease_connection_died_is_refused(
     lease.__exit__(None, None, None)
     other = pg_stores.open(memory_dir)
     assert other.load_session(sid)["messages"] == [SYSTEM, user("acknowledged")]
-    other.rename(sid, "taken over")  # the lock is free: another holder may write
+    other.update(sid, title="taken over")  # the lock is free: another holder may write
     store.checkpoint(sid, [SYSTEM, user("acknowledged"), user("a new lease")])
     assert other.load_session(sid)["messages"][-1] == user("a new lease")
 
@@ -239,7 +239,7 @@ def test_a_dropped_data_connection_is_one_error_then_reconnects(
     store = pg_stores.open(memory_dir)
     sid = store.create_session(messages=[SYSTEM])
     with store.lease(sid):
-        data_pid = store._conn.raw.info.backend_pid  # type: ignore[attr-defined]
+        data_pid = store.db.connection.raw.info.backend_pid  # type: ignore[attr-defined]
         admin(pg_stores, "SELECT pg_terminate_backend(%s)", (data_pid,))
         with pytest.raises(StorageError, match="Lost the connection to the PostgreSQL"):
             store.checkpoint(sid, [SYSTEM, user("lost")])
@@ -274,7 +274,7 @@ def _populate(store: Store) -> list[str]:
     ):
         sid = store.create_session(messages=[SYSTEM, user(text)], title=title)
         ids.append(sid)
-    store.write_summary(ids[2], "Nothing about languages.")
+    store.update(ids[2], summary="Nothing about languages.")
     return ids
 
 
@@ -310,16 +310,16 @@ def test_sessions_move_between_sqlite_and_postgresql(pg_stores: Stores, tmp_path
         "before_tokens": 9, "after_tokens": 3, "summary": "compacted"})
     pg.update(sid, state={"todos": [{"text": "t"}]}, summary="sum", title="Moved")
     exported = tmp_path / "exported.json"
-    exported.write_text(json.dumps(pg.export(sid)))
+    exported.write_text(json.dumps(export_session(pg, sid)))
     lite = open_store(tmp_path / "lite", None)
-    [imported] = lite.import_(exported)
+    [imported] = import_paths(lite, exported)
     assert imported.session_id == sid and not imported.error
     back = tmp_path / "back.json"
-    back.write_text(json.dumps(lite.export(sid)))
+    back.write_text(json.dumps(export_session(lite, sid)))
     lite.close()
     again = pg_stores.open_other(tmp_path / "memory")
-    again.import_(back)
-    assert again.export(sid) == pg.export(sid)
+    import_paths(again, back)
+    assert export_session(again, sid) == export_session(pg, sid)
     assert [r["id"] for r in again.search_sessions("compacted moved")] == [sid]
 
 
@@ -354,7 +354,7 @@ def test_schema_is_created_once_by_processes_opening_it_together(
     store = open_store(tmp_path / "m", url)
     try:
         assert len(store.list_sessions()) == 4
-        with store._read() as conn:
+        with store.db.read() as conn:
             assert conn.execute("SELECT version FROM harness_schema").fetchall() == [(1,)]
     finally:
         store.close()

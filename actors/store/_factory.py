@@ -1,8 +1,9 @@
 """Choosing the backend: ``open_store(memory_dir, url)``.
 
 No URL (or ``sqlite``) is the embedded SQLite store in the memory directory; a
-``postgresql://`` (or ``postgres://``) URL is the shared PostgreSQL store. The CLI takes the
-URL from ``--store`` or ``$AGENT_HARNESS_STORE``.
+``postgresql://`` (or ``postgres://``) URL is the shared PostgreSQL store, imported only then
+(psycopg is an optional dependency). The CLI takes the URL from ``--store`` or
+``$AGENT_HARNESS_STORE``.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 import os
 
 from actors.core.errors import UsageError
-from actors.store._base import Store
-from actors.store._sqlite import SessionStore
+from actors.store._store import Store
+from actors.store.sqlite import SqliteStore
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -25,16 +26,16 @@ def open_store(
     :class:`StorageError` when the database cannot be reached.
     """
     if url is None or url.strip() in ("", "sqlite"):
-        return SessionStore(memory_dir, import_legacy=import_legacy)
+        return SqliteStore(memory_dir, import_legacy=import_legacy)
     if url.startswith(POSTGRES_SCHEMES):
         try:
-            from actors.store._postgres import PostgresSessionStore
+            from actors.store.postgres import PostgresStore
         except ImportError as exc:
             raise UsageError(
                 f"The PostgreSQL store needs psycopg ({exc}); install it with "
                 "pip install 'agent-harness[postgresql]'."
             ) from None
-        return PostgresSessionStore(url, memory_dir, import_legacy=import_legacy)
+        return PostgresStore(url, memory_dir, import_legacy=import_legacy)
     scheme = url.split("://", 1)[0] if "://" in url else url[:20]
     raise UsageError(
         f"Unknown session store {scheme!r}: give a postgresql://… URL, or leave --store out "

@@ -21,15 +21,6 @@ from actors.core.messages import Message, text_of
 
 FORMAT_VERSION = 1
 STATUSES = ("active", "saved", "aborted")
-STATE_DEFAULTS: dict[str, Any] = {
-    "scratchpad": "",
-    "todos": [],
-    "tool_calls": 0,
-    "total_tokens_in": 0,
-    "total_tokens_out": 0,
-    "total_cost_usd": 0.0,
-    "calls": 0,
-}
 RECORD_FIELDS = (
     "id",
     "created_at",

@@ -1,11 +1,14 @@
-"""What a search means, shared by both backends: the words of a query, the score, snippets.
+"""Search, for both backends: what a query means, how sessions are ranked, and running it.
 
 A session matches a query when every word (``\\w+``, lowercased) occurs as a case-insensitive
 substring in its title, summary, compaction summaries or any transcript message. Per word, a
 session scores ``log(1 + matching messages)``, plus :data:`SESSION_TEXT_BONUS` when its title,
 summary or a compaction summary matches; the scores of the words add up and ties go to the
-most recently updated session. Only *finding* the matches differs per backend (SQLite's
-trigram FTS5, PostgreSQL's pg_trgm); pure functions, no I/O.
+most recently updated session. Each result carries a snippet around a match.
+
+Only *finding* one word differs per backend (SQLite's trigram FTS5, PostgreSQL's pg_trgm):
+that is the :class:`~actors.store._parts.SearchIndex` part. :func:`search` runs a query
+inside the caller's read transaction; the rest are pure functions.
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
+
+from actors.store._parts import Conn, SearchIndex
+from actors.store._rows import LISTED, listed
 
 SNIPPET_RADIUS = 60
 SESSION_TEXT_BONUS = 3.0
-MAX_INDEXED_CHARS = 100_000  # text indexed for search per message (the transcript keeps all)
 
 
 #: How well one session matches one word, and where to cut its snippet from:
@@ -28,17 +34,6 @@ Hit = tuple[float, str, int]
 def query_terms(query: str) -> list[str]:
     """The distinct words of ``query``, lowercased, longest first (most selective first)."""
     return sorted(set(re.findall(r"\w+", query.lower())), key=len, reverse=True)
-
-
-def like_pattern(term: str) -> str:
-    """``%term%`` for ``LIKE``/``ILIKE`` with backslash as the escape character."""
-    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-def session_text(title: str, summary: str, compaction_summaries: Iterable[str]) -> str:
-    """The searchable text of a session apart from its messages."""
-    return "\n".join([title, summary, *compaction_summaries])
 
 
 def term_hits(
@@ -62,3 +57,57 @@ def snippet(text: str, terms: Sequence[str]) -> str:
     end = min(len(text), at + SNIPPET_RADIUS * 2)
     piece = " ".join(text[start:end].split())
     return ("…" if start > 0 else "") + piece + ("…" if end < len(text) else "")
+
+
+def search(
+    conn: Conn, index: SearchIndex, query: str, *, include_archived: bool, limit: int
+) -> list[dict[str, Any]]:
+    """The best ``limit`` sessions matching ``query`` (listing entries with a ``snippet``).
+
+    The words are looked up most selective first, and a session missing one word is dropped
+    before the next is counted. Session rows are read only for the results returned.
+    """
+    terms = query_terms(query)
+    if not terms:
+        return []
+    scores: dict[int, float] = {}
+    shown: dict[int, Hit] = {}
+    for n, term in enumerate(terms):
+        hits = term_hits(index.message_matches(conn, term), index.session_matches(conn, term))
+        if n:
+            hits = {rid: hit for rid, hit in hits.items() if rid in scores}
+        scores = {rid: scores.get(rid, 0.0) + hit[0] for rid, hit in hits.items()}
+        for rid, hit in hits.items():
+            shown.setdefault(rid, hit)
+        if not scores:
+            return []
+    among, params = index.rid_among(list(scores))
+    recency = {
+        rid: updated
+        for rid, updated, archived in conn.execute(
+            f"SELECT rid, updated_at, archived FROM sessions WHERE rid {among}", params
+        ).fetchall()
+        if include_archived or not archived
+    }
+    ranked = sorted(recency, key=recency.__getitem__, reverse=True)
+    ranked = sorted(ranked, key=scores.__getitem__, reverse=True)[:limit]
+    if not ranked:
+        return []
+    items = {
+        row[0]: listed(row[1:])
+        for row in conn.execute(
+            f"SELECT rid, {LISTED} FROM sessions WHERE rid IN ({','.join('?' * len(ranked))})",
+            ranked,
+        )
+    }
+    texts = {
+        kind: index.texts(conn, kind, [shown[rid][2] for rid in ranked if shown[rid][1] == kind])
+        for kind in ("message", "session")
+    }
+    results = []
+    for rid in ranked:
+        item = items[rid]
+        _, kind, key = shown[rid]
+        item["snippet"] = snippet(texts[kind].get(key, ""), terms)
+        results.append(item)
+    return results

@@ -1,4 +1,4 @@
-"""``harness --doctor [--repair]``: check the session store and repair what can be repaired.
+"""``harness --doctor [--repair]``: check the SQLite store and repair what can be repaired.
 
 Checks: SQLite's integrity check; the search indexes against the transcript; every session's
 rows (valid JSON, counts, pairing of tool calls); sessions left ``active`` by a crash; lock
@@ -20,9 +20,8 @@ from typing import Any
 from actors.core.errors import HarnessError
 from actors.core.messages import Message, pairing_problems, repair, text_of
 from actors.store._records import timestamp
-from actors.store._search import MAX_INDEXED_CHARS
-from actors.store._search import session_text as _session_text
-from actors.store._sqlite import SessionStore
+from actors.store._text import indexed_text, session_text
+from actors.store.sqlite._store import SqliteStore
 
 REPAIRED_TITLE = "Repaired copy of "
 
@@ -106,11 +105,11 @@ def _read_session(conn: sqlite3.Connection, row: sqlite3.Row) -> _SessionRows:
     return rows
 
 
-def examine(store: SessionStore) -> Report:
+def examine(store: SqliteStore) -> Report:
     """Check everything; read-only."""
     report = Report()
-    conn = store._conn
-    with store._lock:
+    conn = store.db.connection
+    with store.db.lock:
         try:
             lines = [r[0] for r in conn.execute("PRAGMA integrity_check(20)")]
         except sqlite3.DatabaseError as exc:
@@ -161,7 +160,7 @@ def _examine_index(conn: sqlite3.Connection, report: Report) -> None:
         ))
 
 
-def _examine_session(store: SessionStore, session_id: str, rows: _SessionRows,
+def _examine_session(store: SqliteStore, session_id: str, rows: _SessionRows,
                      report: Report) -> None:
     if rows.problems:
         report.damaged[session_id] = rows
@@ -182,7 +181,7 @@ def _examine_session(store: SessionStore, session_id: str, rows: _SessionRows,
             "repaired on resume", False))
 
 
-def _examine_files(store: SessionStore, conn: sqlite3.Connection, ids: set[str],
+def _examine_files(store: SqliteStore, conn: sqlite3.Connection, ids: set[str],
                    report: Report) -> None:
     stale = [p for p in store.sessions_dir.glob("*.lock") if p.stem not in ids]
     if stale:
@@ -197,7 +196,7 @@ def _examine_files(store: SessionStore, conn: sqlite3.Connection, ids: set[str],
         report.findings.append(Finding(f"sessions/{name}", f"older record not imported: {error}"))
 
 
-def repair_store(store: SessionStore, report: Report) -> list[str]:
+def repair_store(store: SqliteStore, report: Report) -> list[str]:
     """Rebuild the search index and copy damaged sessions into new ones; what was done."""
     done = []
     if report.index_stale:
@@ -224,18 +223,18 @@ def repair_store(store: SessionStore, report: Report) -> list[str]:
     return done
 
 
-def _rebuild_index(store: SessionStore) -> None:
-    with store._write() as conn:
+def _rebuild_index(store: SqliteStore) -> None:
+    with store.db.write() as conn:
         conn.execute("DELETE FROM message_text")
         conn.execute("DELETE FROM session_text")
         rows = []
         for mid, body in conn.execute("SELECT mid, body FROM transcript"):
             try:
-                text = text_of(json.loads(body))
+                text = indexed_text(json.loads(body))
             except (TypeError, ValueError, AttributeError):
                 continue
             if text:
-                rows.append((mid, text[:MAX_INDEXED_CHARS]))
+                rows.append((mid, text))
         conn.executemany("INSERT INTO message_text (rowid, text) VALUES (?, ?)", rows)
         summaries: dict[int, list[str]] = {}
         for rid, summary in conn.execute(
@@ -245,7 +244,7 @@ def _rebuild_index(store: SessionStore) -> None:
         conn.executemany(
             "INSERT INTO session_text (rowid, text) VALUES (?, ?)",
             [
-                (rid, _session_text(title, summary, summaries.get(rid, [])))
+                (rid, session_text(title, summary, summaries.get(rid, [])))
                 for rid, title, summary in conn.execute(
                     "SELECT rid, title, summary FROM sessions"
                 ).fetchall()
@@ -253,7 +252,7 @@ def _rebuild_index(store: SessionStore) -> None:
         )
 
 
-def _copy_readable(store: SessionStore, session_id: str, rows: _SessionRows, title: str) -> str:
+def _copy_readable(store: SqliteStore, session_id: str, rows: _SessionRows, title: str) -> str:
     from actors.core.ids import new_session_id
 
     try:
@@ -280,7 +279,7 @@ def _copy_readable(store: SessionStore, session_id: str, rows: _SessionRows, tit
     return str(record["id"])
 
 
-def render(store: SessionStore, report: Report) -> list[str]:
+def render(store: SqliteStore, report: Report) -> list[str]:
     lines = [
         f"Database:     {store.db_path}",
         f"Sessions:     {report.sessions} ({report.messages} messages)",

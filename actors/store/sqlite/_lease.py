@@ -1,4 +1,4 @@
-"""The session lease: one advisory ``flock`` per session, held by at most one process.
+"""The SQLite store's lease: one advisory ``flock`` per session, held by one process at most.
 
 A lease is taken without waiting: if another process holds it, :class:`SessionLocked` is raised
 at once, naming the holder's pid (which the holder writes into the lock file). Inside one
@@ -6,8 +6,9 @@ process the lease is re-entrant, across threads and store instances alike: a pro
 registry counts nested holds and releases the lock when the outermost one ends. The kernel
 releases the lock when the holding process dies, however it dies.
 
-Lock files are never deleted, not even with their session: removing one could let two
-processes lock two different files under the same name.
+Lock files (``<memory-dir>/sessions/<id>.lock``, 0600, opened ``O_CLOEXEC`` so a tool's
+shell never inherits one) are never deleted, not even with their session: removing one could
+let two processes lock two different files under the same name.
 """
 
 from __future__ import annotations
@@ -115,3 +116,27 @@ def hold(path: Path, session_id: str) -> Iterator[None]:
                 with contextlib.suppress(OSError):
                     fcntl.flock(held.fd, fcntl.LOCK_UN)
                 os.close(held.fd)
+
+
+class FlockLeases:
+    """The :class:`~actors.store._parts.Lease` of the SQLite store: lock files in
+    ``sessions_dir``. A flock cannot be lost while its process lives."""
+
+    def __init__(self, sessions_dir: Path) -> None:
+        self.sessions_dir = sessions_dir
+
+    def path_of(self, session_id: str) -> Path:
+        """The lock file of a (checked) session id."""
+        return self.sessions_dir / f"{session_id}.lock"
+
+    def hold(self, session_id: str) -> contextlib.AbstractContextManager[None]:
+        return hold(self.path_of(session_id), session_id)
+
+    def is_held_here(self, session_id: str) -> bool:
+        return is_held_here(self.path_of(session_id))
+
+    def held_elsewhere(self, session_id: str) -> bool:
+        return held_elsewhere(self.path_of(session_id))
+
+    def close(self) -> None:
+        """Nothing to close: the lock files are opened per hold."""

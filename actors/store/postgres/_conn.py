@@ -1,6 +1,6 @@
 """psycopg plumbing of the PostgreSQL backend: connecting, ``?`` placeholders, error words.
 
-The shared SQL of :mod:`actors.store._base` uses sqlite3's ``?`` placeholders;
+The shared SQL of :mod:`actors.store._rows` uses sqlite3's ``?`` placeholders;
 :class:`PgConn` is the one place that turns them into psycopg's ``%s``. Every psycopg error is
 translated at one boundary, :func:`translated`, into :class:`StorageError` naming the cause in
 words ("Lost the connection to the PostgreSQL session store …"), never a traceback.

@@ -32,9 +32,10 @@ from typing import Any
 import psycopg
 
 from actors.core.errors import SessionLocked
-from actors.store._pg_conn import connect, translated
-from actors.store._pg_schema import namespaced_key
+from actors.store._parts import Transactions
 from actors.store._records import timestamp
+from actors.store.postgres._conn import connect, translated
+from actors.store.postgres._schema import namespaced_key
 
 # A lock on a 64-bit key shows in pg_locks as classid = high 32 bits, objid = low 32 bits.
 HELD_BY = (
@@ -190,3 +191,32 @@ def detach(keeper: LeaseKeeper) -> None:
             keeper._close_if_unused()
             if not keeper._holds and _keepers.get(keeper.url) is keeper:
                 del _keepers[keeper.url]
+
+
+class PgLeases:
+    """The :class:`~actors.store._parts.Lease` of one PostgreSQL store instance: this
+    process's :class:`LeaseKeeper` of the database (shared with other instances), and the
+    store's own transactions to look in ``pg_locks`` for holders elsewhere."""
+
+    def __init__(self, keeper: LeaseKeeper, namespace: str, db: Transactions) -> None:
+        self.keeper = keeper
+        self.namespace = namespace
+        self._db = db
+
+    def hold(self, session_id: str) -> contextlib.AbstractContextManager[None]:
+        return self.keeper.hold(session_id)
+
+    def is_held_here(self, session_id: str) -> bool:
+        return self.keeper.is_held(session_id)
+
+    def held_elsewhere(self, session_id: str) -> bool:
+        if self.keeper.is_held(session_id):
+            return False
+        high, low = key_halves(lock_key(self.namespace, session_id))
+        with self._db.read() as conn:
+            return conn.execute(HELD_BY, (high, low)).fetchone() is not None
+
+    def close(self) -> None:
+        """Let go of the keeper (its connection closes once no store uses it and no lease
+        is held through it)."""
+        detach(self.keeper)

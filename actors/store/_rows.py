@@ -1,0 +1,203 @@
+"""The shared SQL of the store's tables, for both backends (see docs/storage.md).
+
+``sessions`` (one row per session, with the counters that let a checkpoint append without
+reading what is stored), ``transcript`` (every message ever saved), ``context`` (the working
+context: positions pointing at transcript rows, or holding a message of their own),
+``compactions``, ``tool_calls`` (:mod:`actors.store._write_ahead`) and ``legacy_files``. The
+SQL is the dialect SQLite and PostgreSQL share, with ``?`` placeholders.
+
+Functions over the connection of the caller's transaction; statements are batched, so how
+many a write issues does not depend on how long the session is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from actors.core.errors import CorruptSession, SessionNotFound
+from actors.core.messages import Message
+from actors.store import _write_ahead
+from actors.store._parts import Conn, SearchIndex
+from actors.store._text import indexed_text
+
+_SESSION_COLUMNS = (
+    "rid, id, created_at, updated_at, title, summary, archived, status, project_root, "
+    "parent_id, state, context_version, context_len, transcript_len"
+)
+LISTED_COLUMNS = (
+    "id", "title", "status", "created_at", "updated_at", "summary", "archived", "project_root",
+    "parent_id",
+)
+LISTED = ", ".join(LISTED_COLUMNS)
+_COMPACTION_COLUMNS = ("at", "before_tokens", "after_tokens", "summary")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """One row of ``sessions`` (``state`` still JSON text, ``archived`` 0 or 1)."""
+
+    rid: int
+    id: str
+    created_at: str
+    updated_at: str
+    title: str
+    summary: str
+    archived: int
+    status: str
+    project_root: str
+    parent_id: str | None
+    state: str
+    context_version: int
+    context_len: int
+    transcript_len: int
+
+
+def session_row(conn: Conn, session_id: str) -> SessionRow:
+    """The session's row; :class:`SessionNotFound` when there is none."""
+    row = conn.execute(
+        f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+    ).fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    return SessionRow(*row)
+
+
+def exists(conn: Conn, session_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
+
+
+def listed(row: Sequence[Any]) -> dict[str, Any]:
+    """A listing entry from the :data:`LISTED` columns of a row."""
+    item = dict(zip(LISTED_COLUMNS, row, strict=True))
+    item["archived"] = bool(item["archived"])
+    return item
+
+
+def json_loader(session_id: str, damage_hint: str) -> Callable[[str, str], Any]:
+    """A JSON parser that reports a bad row as damage of ``session_id``."""
+
+    def loads(body: str, what: str) -> Any:
+        try:
+            return json.loads(body)
+        except (TypeError, ValueError) as exc:
+            raise CorruptSession(
+                session_id, f"{what} is not valid JSON ({exc}); {damage_hint}"
+            ) from None
+
+    return loads
+
+
+def dump_state(state: dict[str, Any]) -> str:
+    """The stored form of a planning/usage state (sorted keys: equal states, equal text)."""
+    return json.dumps(state, ensure_ascii=False, sort_keys=True)
+
+
+def context_texts(conn: Conn, rid: int) -> list[str | None]:
+    """The stored context of session ``rid`` in order (None where a row points nowhere)."""
+    return [
+        body
+        for (body,) in conn.execute(
+            "SELECT coalesce(c.body, t.body) FROM context c "
+            "LEFT JOIN transcript t ON t.mid = c.mid "
+            "WHERE c.session_rid = ? ORDER BY c.pos",
+            (rid,),
+        )
+    ]
+
+
+def context_mids(conn: Conn, rid: int) -> dict[str, int]:
+    """Canonical JSON -> transcript row of the messages of the stored context that have one."""
+    return dict(
+        conn.execute(
+            "SELECT t.body, c.mid FROM context c JOIN transcript t ON t.mid = c.mid "
+            "WHERE c.session_rid = ?",
+            (rid,),
+        ).fetchall()
+    )
+
+
+def insert_messages(
+    conn: Conn,
+    index: SearchIndex,
+    rid: int,
+    first_seq: int,
+    first_pos: int | None,
+    plain: Sequence[Message],
+    texts: Sequence[str],
+    *,
+    planned_calls: bool,
+) -> list[int]:
+    """Append messages to the transcript at ``first_seq`` (and to the context at
+    ``first_pos`` unless None), index them and update the write-ahead records. Their
+    transcript row ids (mids), in order."""
+    if not plain:
+        return []
+    conn.executemany(
+        "INSERT INTO transcript (session_rid, seq, body) VALUES (?, ?, ?)",
+        [(rid, first_seq + i, text) for i, text in enumerate(texts)],
+    )
+    mids = [
+        mid
+        for (mid,) in conn.execute(
+            "SELECT mid FROM transcript WHERE session_rid = ? AND seq >= ? ORDER BY seq",
+            (rid, first_seq),
+        )
+    ]
+    if first_pos is not None:
+        conn.executemany(
+            "INSERT INTO context (session_rid, pos, mid) VALUES (?, ?, ?)",
+            [(rid, first_pos + i, mid) for i, mid in enumerate(mids)],
+        )
+    indexed = [
+        (mid, text)
+        for mid, text in zip(mids, map(indexed_text, plain), strict=True)
+        if text
+    ]
+    if indexed:
+        index.add_messages(conn, rid, indexed)
+    _write_ahead.apply(conn, rid, _write_ahead.changes_of(plain, planned_calls=planned_calls))
+    return mids
+
+
+def insert_context(conn: Conn, rid: int, texts: Sequence[str], mids: dict[str, int]) -> None:
+    """Write the context of session ``rid`` (empty before): each message points at its
+    transcript row when ``mids`` has one, else is stored in the context row itself."""
+    if texts:
+        conn.executemany(
+            "INSERT INTO context (session_rid, pos, mid, body) VALUES (?, ?, ?, ?)",
+            [
+                (rid, pos, mids.get(text), None if text in mids else text)
+                for pos, text in enumerate(texts)
+            ],
+        )
+
+
+def compactions(conn: Conn, rid: int) -> list[dict[str, Any]]:
+    """Session ``rid``'s compaction events, oldest first."""
+    return [
+        dict(zip(_COMPACTION_COLUMNS, r, strict=True))
+        for r in conn.execute(
+            f"SELECT {', '.join(_COMPACTION_COLUMNS)} FROM compactions "
+            "WHERE session_rid = ? ORDER BY n",
+            (rid,),
+        )
+    ]
+
+
+def insert_compactions(
+    conn: Conn, rid: int, first: int, events: Sequence[dict[str, Any]]
+) -> None:
+    """Record compaction events ``first``, ``first + 1``, … of session ``rid``."""
+    if events:
+        conn.executemany(
+            "INSERT INTO compactions (session_rid, n, at, before_tokens, after_tokens,"
+            " summary) VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (rid, first + i, str(c["at"]), int(c["before_tokens"]),
+                 int(c["after_tokens"]), str(c["summary"]))
+                for i, c in enumerate(events)
+            ],
+        )

@@ -1,0 +1,69 @@
+"""Write-ahead records of tool calls: ``planned`` when asked for, ``started`` before running.
+
+The ``tool_calls`` table holds one row per tool call that has no result yet. A checkpoint
+with ``planned_calls`` records the calls of its new assistant messages as ``planned`` (in the
+checkpoint's own transaction); :func:`mark_started` flips them to ``started`` just before a
+tool runs; a tool result deletes its call's row. After a crash, :func:`notice_for` tells
+recovery what to answer: a started (or untracked) call's outcome is unknown, a planned one
+never ran and is safe to retry. Nothing is ever replayed.
+
+Functions over a connection inside the caller's transaction; no I/O of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE, Message, call_ids_of
+from actors.store._parts import Conn
+
+_SET_PHASE = (
+    "INSERT INTO tool_calls (session_rid, call_id, phase) VALUES (?, ?, ?) "
+    "ON CONFLICT (session_rid, call_id) DO UPDATE SET phase = excluded.phase"
+)
+
+
+def changes_of(messages: Sequence[Message], *, planned_calls: bool) -> dict[str, str | None]:
+    """What appending ``messages`` does to the records: call id -> its new phase
+    (``"planned"``), or None where a result answers the call."""
+    phases: dict[str, str | None] = {}
+    for message in messages:
+        if message.get("role") == "tool":
+            phases[str(message.get("tool_call_id"))] = None
+        elif planned_calls:
+            phases.update(dict.fromkeys(call_ids_of(message), "planned"))
+    return phases
+
+
+def apply(conn: Conn, rid: int, changes: dict[str, str | None]) -> None:
+    """Write :func:`changes_of`'s answer for session ``rid`` (at most two statements)."""
+    answered = [(rid, call_id) for call_id, phase in changes.items() if phase is None]
+    if answered:
+        conn.executemany("DELETE FROM tool_calls WHERE session_rid = ? AND call_id = ?", answered)
+    planned = [(rid, call_id, phase) for call_id, phase in changes.items() if phase]
+    if planned:
+        conn.executemany(_SET_PHASE, planned)
+
+
+def mark_started(conn: Conn, rid: int, call_ids: Iterable[str]) -> None:
+    """Record that these calls of session ``rid`` are about to start."""
+    rows = [(rid, call_id, "started") for call_id in call_ids]
+    if rows:
+        conn.executemany(_SET_PHASE, rows)
+
+
+def phases(conn: Conn, rid: int) -> dict[str, str]:
+    """Call id -> ``planned``/``started`` for session ``rid``'s unanswered calls."""
+    return dict(
+        conn.execute("SELECT call_id, phase FROM tool_calls WHERE session_rid = ?", (rid,))
+    )
+
+
+def notice_for(phases: dict[str, str]) -> Callable[[str], str]:
+    """The result recovery gives an open call: "not executed" when it was only planned,
+    "outcome unknown" when it started or was never recorded (older records, scripts)."""
+
+    def notice(call_id: str) -> str:
+        return NOT_STARTED_NOTICE if phases.get(call_id) == "planned" else INTERRUPTED_NOTICE
+
+    return notice

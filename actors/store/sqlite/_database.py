@@ -1,0 +1,174 @@
+"""The SQLite database of the embedded store: the file, its pragmas, transactions, errors.
+
+Durability: WAL journal with ``synchronous=FULL``, so a transaction is on disk when ``COMMIT``
+returns, and a crash at any moment leaves the last committed state (SQLite never exposes a
+half-written transaction). Writes begin with ``BEGIN IMMEDIATE``, so writers of different
+processes queue on SQLite's lock for up to 10 s. Every sqlite3 and OS error is translated at
+one boundary, :func:`translated`, into :class:`StorageError` with the cause in words.
+
+A database file shorter than its header says (a copy cut short, a full disk during a copy)
+is kept aside and padded back on open (:func:`pad_if_truncated`), so the intact sessions
+read again and only the lost ones are reported damaged.
+
+Threads: one connection guarded by a lock; transactions are synchronous and may run in
+worker threads. Nothing here is cancellable: a call that has started runs to its end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from actors.core.errors import CorruptSession, StorageError
+from actors.store._parts import Conn
+from actors.store._records import timestamp
+from actors.store.sqlite._schema import migrate
+
+DB_NAME = "sessions.sqlite3"
+DOCTOR_HINT = "run `harness --doctor` to check it and `harness --doctor --repair` to repair"
+
+_CAUSES = {
+    13: "No space left on device (the session store could not grow)",
+    10: "Disk I/O error while accessing the session store",
+    8: "The session store is read-only",
+    5: "The session store is busy: another process kept it locked too long",
+    14: "Cannot open the session store file",
+}
+
+
+def _primary_code(exc: sqlite3.Error) -> int:
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF
+
+
+@contextlib.contextmanager
+def translated(db_path: Path, session_id: str | None = None) -> Iterator[None]:
+    """Turn sqlite3 and OS errors into :class:`StorageError` naming the cause (one boundary).
+
+    Damage found while reading one session is reported as that session's
+    (:class:`CorruptSession`); other sessions may well be readable.
+    """
+    try:
+        yield
+    except sqlite3.Error as exc:
+        code = _primary_code(exc)
+        if code in (11, 26):  # SQLITE_CORRUPT, SQLITE_NOTADB
+            if session_id is not None:
+                raise CorruptSession(session_id, f"{exc}; {DOCTOR_HINT}") from exc
+            raise StorageError(
+                f"The session store {db_path} is damaged ({exc}); {DOCTOR_HINT}."
+            ) from exc
+        cause = _CAUSES.get(code)
+        if code in (8, 14) and not os.access(db_path.parent, os.W_OK):
+            cause = "The session store's directory is read-only (cannot write there)"
+        if cause is None:
+            text = str(exc)
+            if "full" in text:
+                cause = _CAUSES[13]
+            elif "readonly" in text or "read-only" in text:
+                cause = _CAUSES[8]
+            else:
+                cause = f"Session store error: {text}"
+        raise StorageError(f"{cause} ({db_path}).") from exc
+    except OSError as exc:
+        raise StorageError(f"{exc.strerror or exc} ({exc.filename or db_path}).") from exc
+
+
+def pad_if_truncated(db_path: Path) -> str | None:
+    """If the database file is shorter than its header says, keep a copy and pad it back.
+
+    A truncated file makes SQLite refuse every query; padded with empty pages, the intact
+    pages (and the sessions stored in them) read again, and only sessions whose rows were in
+    the lost part are damaged (reported by id when loaded). Returns a warning, or None.
+    """
+    try:
+        with open(db_path, "rb") as f:
+            header = f.read(100)
+        size = db_path.stat().st_size
+    except OSError:
+        return None
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\0"):
+        return None
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    if header[92:96] != header[24:28] or page_size < 512 or pages * page_size <= size:
+        return None
+    backup = db_path.with_name(f"{db_path.name}.truncated-{timestamp().replace(':', '')}")
+    shutil.copyfile(db_path, backup)
+    os.chmod(backup, 0o600)
+    with open(db_path, "r+b") as f:
+        f.truncate(pages * page_size)
+    return (
+        f"The session store was truncated ({size // page_size} of {pages} pages); a copy is "
+        f"kept at {backup}. Sessions stored in the lost part are damaged; {DOCTOR_HINT}."
+    )
+
+
+class SqliteDatabase:
+    """The :class:`~actors.store._parts.Transactions` of the SQLite store: one connection
+    to ``db_path`` (created 0600, migrated on open) behind a lock."""
+
+    damage_hint = DOCTOR_HINT
+
+    def __init__(self, db_path: Path) -> None:
+        self.path = db_path
+        self.warnings: list[str] = []
+        self.lock = threading.RLock()  # guards the connection (the doctor holds it too)
+        with translated(db_path):
+            if not db_path.exists():
+                os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            elif not db_path.with_name(db_path.name + "-wal").exists():
+                warning = pad_if_truncated(db_path)
+                if warning:
+                    self.warnings.append(warning)
+            conn = sqlite3.connect(
+                db_path, isolation_level=None, check_same_thread=False, timeout=10.0
+            )
+        self.connection = conn
+        conn.row_factory = sqlite3.Row
+        try:
+            with translated(db_path):
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = FULL")
+                conn.execute("PRAGMA foreign_keys = OFF")
+                migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
+    def close(self) -> None:
+        with self.lock:
+            self.connection.close()
+
+    @contextlib.contextmanager
+    def read(self, session_id: str | None = None) -> Iterator[Conn]:
+        with self.lock, translated(self.path, session_id):
+            self.connection.execute("BEGIN")
+            try:
+                yield self.connection
+            finally:
+                self.connection.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def write(self, *leased: str) -> Iterator[Conn]:
+        # A flock lease cannot be lost while its process lives: nothing to check for ``leased``.
+        with self.lock, translated(self.path):
+            conn = self.connection
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise

@@ -1,0 +1,90 @@
+"""The SQLite store's search index: two FTS5 tables with the trigram tokenizer.
+
+``message_text`` (rowid = the message's transcript row) and ``session_text`` (rowid = the
+session's row) hold the text of :mod:`actors.store._text`. A word of three letters or more is
+an FTS5 phrase over trigrams, which finds it as a case-insensitive substring; a shorter word
+has no trigram and scans the index text with ``LIKE`` (rare, still bounded). Matching
+messages are counted per session through the covering index ``transcript (mid,
+session_rid)``, named with ``INDEXED BY``, so a search never touches the pages that hold
+message bodies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from actors.store._parts import Conn
+from actors.store._text import like_pattern
+
+_MESSAGE_MATCHES = (
+    "SELECT t.session_rid, count(*), max(m.rowid) FROM "
+    "(SELECT rowid FROM message_text WHERE {where}) m "
+    "JOIN transcript t INDEXED BY transcript_session_of ON t.mid = m.rowid "
+    "GROUP BY t.session_rid"
+)
+
+
+def _match(table: str, term: str) -> tuple[str, str]:
+    """The condition on ``table`` and its argument finding ``term`` as a substring."""
+    if len(term) >= 3:
+        return f"{table} MATCH ?", '"' + term.replace('"', '""') + '"'
+    return "text LIKE ? ESCAPE '\\'", like_pattern(term)
+
+
+class Fts5Index:
+    """The :class:`~actors.store._parts.SearchIndex` of the SQLite store."""
+
+    def add_messages(self, conn: Conn, rid: int, rows: Sequence[tuple[int, str]]) -> None:
+        conn.executemany("INSERT INTO message_text (rowid, text) VALUES (?, ?)", rows)
+
+    def set_session_text(self, conn: Conn, rid: int, text: str) -> None:
+        conn.execute("DELETE FROM session_text WHERE rowid = ?", (rid,))
+        conn.execute("INSERT INTO session_text (rowid, text) VALUES (?, ?)", (rid, text))
+
+    def remove_session(self, conn: Conn, rid: int) -> None:
+        conn.execute(
+            "DELETE FROM message_text WHERE rowid IN "
+            "(SELECT mid FROM transcript WHERE session_rid = ?)",
+            (rid,),
+        )
+        conn.execute("DELETE FROM session_text WHERE rowid = ?", (rid,))
+
+    def copy_session(self, conn: Conn, old_rid: int, new_rid: int) -> None:
+        conn.execute(
+            "INSERT INTO message_text (rowid, text) SELECT t2.mid, m.text "
+            "FROM transcript t1 JOIN message_text m ON m.rowid = t1.mid "
+            "JOIN transcript t2 ON t2.session_rid = ? AND t2.seq = t1.seq "
+            "WHERE t1.session_rid = ?",
+            (new_rid, old_rid),
+        )
+        conn.execute(
+            "INSERT INTO session_text (rowid, text) SELECT ?, text FROM session_text "
+            "WHERE rowid = ?",
+            (new_rid, old_rid),
+        )
+
+    def message_matches(self, conn: Conn, term: str) -> Iterable[tuple[int, int, int]]:
+        where, argument = _match("message_text", term)
+        return conn.execute(_MESSAGE_MATCHES.format(where=where), (argument,))
+
+    def session_matches(self, conn: Conn, term: str) -> Iterable[int]:
+        where, argument = _match("session_text", term)
+        return [
+            rid
+            for (rid,) in conn.execute(f"SELECT rowid FROM session_text WHERE {where}",
+                                       (argument,))
+        ]
+
+    def texts(self, conn: Conn, kind: str, keys: Sequence[int]) -> dict[int, str]:
+        """One lookup per key: FTS5 answers ``rowid = ?`` directly but scans for ``IN``."""
+        table = "message_text" if kind == "message" else "session_text"
+        texts = {}
+        for key in keys:
+            row = conn.execute(f"SELECT text FROM {table} WHERE rowid = ?", (key,)).fetchone()
+            if row is not None:
+                texts[key] = row[0]
+        return texts
+
+    def rid_among(self, rids: list[int]) -> tuple[str, Sequence[Any]]:
+        return f"IN ({','.join('?' * len(rids))})", rids
