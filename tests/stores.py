@@ -2,8 +2,9 @@
 
 PostgreSQL tests need a server: ``AGENT_HARNESS_TEST_PG=postgresql://…`` (``.ci/run`` starts a
 throwaway cluster and sets it; locally ``.ci/postgres start DIR`` prints a URL). Without it they
-are skipped. Every test gets fresh schemas (``CREATE SCHEMA t_…``, dropped afterwards) and the
-URL selects one through ``options=-csearch_path=…``, so tests never see each other's sessions.
+are skipped, or fail when ``AGENT_HARNESS_TEST_STRICT=1`` (``.ci/run``; tests/strict.py). Every
+test gets fresh schemas (``CREATE SCHEMA t_…``, dropped afterwards) and the URL selects one
+through ``options=-csearch_path=…``, so tests never see each other's sessions.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import pytest
-
 from actors.core.config import STORE_ENV
 from actors.store import Store, open_store
+from tests.strict import unavailable
 
 PG_ENV = "AGENT_HARNESS_TEST_PG"
 SKIP_REASON = (
@@ -84,7 +84,7 @@ class Stores:
         if backend == "postgresql":
             server = pg_server_url()
             if server is None:
-                pytest.skip(SKIP_REASON)
+                unavailable(SKIP_REASON)
             self._schemas = Schemas(server)
             self.url = self._schemas.new()
 

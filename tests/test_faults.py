@@ -1,10 +1,21 @@
-"""Faults at the storage boundary: a full disk, a read-only store, damaged files."""
+"""Faults at the storage boundary: a full disk, a read-only store, damaged files.
+
+The full-disk and read-only tests need a file system of their own. They mount it in a mount
+namespace owned by an unprivileged user namespace (``unshare --user --map-root-user
+--mount``), so they need no root; the harness runs inside that namespace (``nsenter``) and
+the test reaches its files through ``/proc/PID/root``. Where user namespaces are not allowed,
+root mounts in the test's own namespace; otherwise the tests are skipped, or fail under
+``AGENT_HARNESS_TEST_STRICT=1`` (tests/strict.py).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import selectors
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,22 +26,116 @@ from actors.core.errors import CorruptSession
 from actors.core.messages import pairing_problems
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
-from tests.clitools import harness
+from tests.clitools import REPO, harness
+from tests.strict import unavailable
+
+NAMESPACE_READY_S = 10
+
+
+class Mounts:
+    """Where a test mounts file systems: a private mount namespace (unprivileged), or, for
+    root without user namespaces, the test's own one. Everything mounted is gone at close."""
+
+    def __init__(self) -> None:
+        self._holder: subprocess.Popen[bytes] | None = None
+        self._mounted: list[Path] = []
+        try:
+            holder = subprocess.Popen(
+                ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private",
+                 "sh", "-c", "echo ready; exec cat"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )
+        except OSError as exc:
+            self.why_not = f"no unshare ({exc.strerror})"
+            return
+        assert holder.stdout is not None
+        with selectors.DefaultSelector() as waiting:  # every read from a child has a timeout
+            waiting.register(holder.stdout, selectors.EVENT_READ)
+            ready = waiting.select(NAMESPACE_READY_S) and holder.stdout.readline() == b"ready\n"
+        if ready:
+            self._holder = holder
+            self.why_not = ""
+        else:
+            self.why_not = f"unshare failed ({self._stop(holder)})"
+
+    @staticmethod
+    def _stop(holder: subprocess.Popen[bytes]) -> str:
+        with contextlib.suppress(OSError):
+            holder.kill()
+        _, err = holder.communicate(timeout=NAMESPACE_READY_S)
+        return err.decode(errors="replace").strip() or f"status {holder.returncode}"
+
+    @property
+    def private(self) -> bool:
+        """True when the mounts live in a namespace of their own (no root needed)."""
+        return self._holder is not None
+
+    @property
+    def prefix(self) -> list[str]:
+        """The command prefix that runs a program where the mounts are."""
+        if self._holder is None:
+            return []
+        return ["nsenter", "--target", str(self._holder.pid), "--user", "--mount",
+                "--preserve-credentials", "--"]
+
+    def outside(self, path: Path) -> Path:
+        """How this process reaches ``path`` as the programs inside see it."""
+        if self._holder is None:
+            return path
+        return Path(f"/proc/{self._holder.pid}/root{path}")
+
+    def mount(self, *args: str) -> None:
+        """``mount ARGS`` where the mounts are; the test is skipped (strict: failed) when the
+        mount is not allowed here."""
+        if self._holder is None and os.geteuid() != 0:
+            unavailable(f"cannot mount here: {self.why_not}, and not root")
+        made = subprocess.run([*self.prefix, "mount", *args], capture_output=True, text=True,
+                              timeout=30)
+        if made.returncode != 0:
+            where = "in a user namespace" if self.private else f"as root ({self.why_not})"
+            unavailable(f"cannot mount {where}: {made.stderr.strip()}")
+        self._mounted.append(Path(args[-1]))
+
+    def close(self) -> None:
+        holder = self._holder
+        if holder is not None:  # the namespace, and its mounts, end with the holder
+            for pipe in (holder.stdin, holder.stdout, holder.stderr):
+                if pipe is not None:
+                    pipe.close()
+            holder.wait(timeout=NAMESPACE_READY_S)
+        else:
+            for point in reversed(self._mounted):
+                subprocess.run(["umount", "-l", str(point)], check=False, timeout=30)
 
 
 @pytest.fixture
-def tiny_fs(tmp_path: Path) -> Iterator[Path]:
-    """A 2 MB tmpfs (the tests run as root here; elsewhere they cannot make one)."""
+def mounts() -> Iterator[Mounts]:
+    opened = Mounts()
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def tiny_fs(tmp_path: Path, mounts: Mounts) -> Path:
+    """A 2 MB tmpfs (as the programs run in ``mounts`` see it)."""
     mount_point = tmp_path / "tiny"
     mount_point.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+    mounts.mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point))
+    return mount_point
+
+
+def harness_in(mounts: Mounts, *args: str, memory_dir: Path, cwd: Path | None = None,
+               timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """:func:`tests.clitools.harness`, run where the mounts are."""
+    if not mounts.prefix:
+        return harness(*args, memory_dir=memory_dir, cwd=cwd, timeout=timeout)
+    env = {**os.environ, "AGENT_HARNESS_MEMORY_DIR": str(memory_dir), "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [*mounts.prefix, sys.executable, "-m", "repl", *args], cwd=cwd or REPO, env=env,
+        capture_output=True, text=True, timeout=timeout,
+    )
 
 
 def fill(directory: Path) -> Path:
@@ -47,35 +152,37 @@ def fill(directory: Path) -> Path:
     return filler
 
 
-def test_full_disk_stops_the_turn_and_loses_nothing(tiny_fs: Path, tmp_path: Path) -> None:
+def test_full_disk_stops_the_turn_and_loses_nothing(
+    tiny_fs: Path, mounts: Mounts, tmp_path: Path
+) -> None:
     memory_dir = tiny_fs / "memory"
     project = tmp_path / "project"
     project.mkdir()
     marker = project / "tool-ran"
     with ScriptedServer([Reply("Hello.")]) as server:
-        first = harness("-p", "hello", "--base-url", server.base_url, memory_dir=memory_dir,
-                        cwd=project)
+        first = harness_in(mounts, "-p", "hello", "--base-url", server.base_url,
+                           memory_dir=memory_dir, cwd=project)
     assert first.returncode == 0, first.stderr
     sid = first.stderr.split()[1]
 
     def fill_then_call_a_tool(body: dict[str, Any]) -> Any:
-        fill(tiny_fs)
+        fill(mounts.outside(tiny_fs))
         return Reply(tool_calls=[ToolCall("run_bash", {"command": f"touch {marker}"})])
 
     with ScriptedServer(fill_then_call_a_tool) as server:
-        failed = harness("--resume", sid, "-p", "now do something", "--base-url",
-                         server.base_url, "--mode", "dangerouslySkipPermissions",
-                         memory_dir=memory_dir, cwd=project)
+        failed = harness_in(mounts, "--resume", sid, "-p", "now do something", "--base-url",
+                            server.base_url, "--mode", "dangerouslySkipPermissions",
+                            memory_dir=memory_dir, cwd=project)
         requests = len(server.requests)
     assert failed.returncode == 1
     assert "No space left on device" in failed.stderr and "Traceback" not in failed.stderr
     assert "last saved checkpoint is intact" in failed.stderr
     assert requests == 1 and not marker.exists()  # no tool ran, no further request was sent
 
-    (tiny_fs / "filler").unlink()
+    (mounts.outside(tiny_fs) / "filler").unlink()
     with ScriptedServer([Reply("Back again.")]) as server:
-        resumed = harness("--resume", sid, "-p", "space is back", "--base-url", server.base_url,
-                          memory_dir=memory_dir, cwd=project)
+        resumed = harness_in(mounts, "--resume", sid, "-p", "space is back", "--base-url",
+                             server.base_url, memory_dir=memory_dir, cwd=project)
         sent = server.requests[0]["messages"]
     assert resumed.returncode == 0, resumed.stderr
     assert [m["content"] for m in sent if m["role"] == "user"] == [
@@ -84,23 +191,19 @@ def test_full_disk_stops_the_turn_and_loses_nothing(tiny_fs: Path, tmp_path: Pat
     assert not marker.exists()
 
 
-def test_read_only_store_is_reported_with_its_cause(memory_dir: Path, tmp_path: Path) -> None:
+def test_read_only_store_is_reported_with_its_cause(
+    memory_dir: Path, mounts: Mounts, tmp_path: Path
+) -> None:
     store = SessionStore(memory_dir)
     sid = store.create_session(messages=[{"role": "system", "content": "s"}])
     store.close()
     read_only = tmp_path / "ro"
     read_only.mkdir()
-    made = subprocess.run(["mount", "--bind", "-o", "ro", str(memory_dir), str(read_only)],
-                          capture_output=True, text=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot bind-mount read-only here: {made.stderr.strip()}")
-    try:
-        subprocess.run(["mount", "-o", "remount,ro,bind", str(read_only)], check=True)
-        result = harness("--rename", sid, "new title", memory_dir=read_only)
-        assert result.returncode == 1 and "Traceback" not in result.stderr
-        assert "read-only" in result.stderr.lower()
-    finally:
-        subprocess.run(["umount", "-l", str(read_only)], check=False)
+    mounts.mount("--bind", str(memory_dir), str(read_only))
+    mounts.mount("-o", "remount,ro,bind", str(read_only))
+    result = harness_in(mounts, "--rename", sid, "new title", memory_dir=read_only)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "read-only" in result.stderr.lower()
     assert SessionStore(memory_dir).info(sid).title == ""
 
 
@@ -184,7 +287,9 @@ def test_doctor_reports_and_repairs_into_a_new_session(memory_dir: Path) -> None
     assert "not valid JSON" in again.stdout  # still reported: the copy is the repair
 
 
-def test_results_that_cannot_be_saved_are_never_sent(tiny_fs: Path, tmp_path: Path) -> None:
+def test_results_that_cannot_be_saved_are_never_sent(
+    tiny_fs: Path, mounts: Mounts, tmp_path: Path
+) -> None:
     memory_dir = tiny_fs / "memory"
     project = tmp_path / "project"
     project.mkdir()
@@ -192,17 +297,17 @@ def test_results_that_cannot_be_saved_are_never_sent(tiny_fs: Path, tmp_path: Pa
     script = [Reply(tool_calls=[ToolCall("run_bash", {"command": fill_command})]),
               Reply("This request must never be made.")]
     with ScriptedServer(script) as server:
-        result = harness("-p", "fill it", "--base-url", server.base_url,
-                         "--mode", "dangerouslySkipPermissions", memory_dir=memory_dir,
-                         cwd=project)
+        result = harness_in(mounts, "-p", "fill it", "--base-url", server.base_url,
+                            "--mode", "dangerouslySkipPermissions", memory_dir=memory_dir,
+                            cwd=project)
         requests = len(server.requests)
     assert result.returncode == 1 and "No space left on device" in result.stderr
     assert requests == 1  # durable before visible: the unsaved result went nowhere
     sid = result.stderr.split()[1]
-    (tiny_fs / "filler").unlink()
+    (mounts.outside(tiny_fs) / "filler").unlink()
     with ScriptedServer([Reply("Resumed.")]) as server:
-        resumed = harness("--resume", sid, "-p", "go on", "--base-url", server.base_url,
-                          memory_dir=memory_dir, cwd=project)
+        resumed = harness_in(mounts, "--resume", sid, "-p", "go on", "--base-url",
+                             server.base_url, memory_dir=memory_dir, cwd=project)
         sent = server.requests[0]["messages"]
     assert resumed.returncode == 0, resumed.stderr
     assert tool_pairing_errors(sent) == []

@@ -17,6 +17,7 @@ from actors.core.errors import ContextConflict
 from actors.core.messages import repair
 from actors.store import Store, open_store
 from tests.stores import SKIP_REASON, Schemas, pg_server_url
+from tests.strict import unavailable
 
 
 class StoreMachine(RuleBasedStateMachine):
@@ -111,7 +112,7 @@ class PostgresStoreMachine(StoreMachine):
     def __init__(self) -> None:
         server = pg_server_url()
         if server is None:
-            pytest.skip(SKIP_REASON)
+            unavailable(SKIP_REASON)
         self.schemas = Schemas(server)
         self.url = self.schemas.new()
         super().__init__()
