@@ -1,6 +1,6 @@
 """The embedded SQLite store (the default): :class:`SqliteStore`, and ``--doctor``.
 
-``doctor`` (:mod:`actors.store.sqlite._doctor`) checks and repairs this store's database; it
+:mod:`actors.store.sqlite.doctor` checks and repairs this store's database; it
 is SQLite's alone (PostgreSQL checks its own pages).
 """
 
