@@ -36,6 +36,14 @@ def estimate_messages(messages: Sequence[Message]) -> int:
     return sum(estimate_message(m) for m in messages)
 
 
+def estimate_tools(tools: Sequence[dict[str, Any]] | None) -> int:
+    """Tokens of the tool schemas sent with a request (about 2,250 for the harness's own)."""
+    if not tools:
+        return 0
+    return (len(json.dumps(list(tools), ensure_ascii=False)) + CHARS_PER_TOKEN - 1) \
+        // CHARS_PER_TOKEN
+
+
 @dataclass
 class ContextEstimator:
     """The context size in tokens: the last reported prompt size plus an estimate of the rest."""

@@ -5,7 +5,7 @@ caused it: a *usage* error is the user's (bad id, unknown session, locked, archi
 prints one line and exits 2); a *storage* error is the machine's (disk full, I/O error, damaged
 file); a *model* error is the endpoint's; an *actor* error is the harness's own (an actor
 stopped without answering, or failed with a bug). Errors are translated into this hierarchy at
-one boundary each (``actors.store`` for sqlite3/OS errors, ``actors.model.client`` for HTTP,
+one boundary each (``actors.store`` for sqlite3/OS errors, ``actors.model`` for HTTP,
 each actor's loop for its own bugs), and cross between actors as exception objects in their
 replies, never as text.
 
@@ -22,7 +22,15 @@ replies, never as text.
      ├── ContextConflict               a checkpoint that does not extend the saved context
      ├── StorageError                  the disk or the database failed (names the cause)
      │    └── CorruptSession           a stored record cannot be read back
-     ├── ModelError                    the endpoint failed after retries
+     ├── ModelError                    the model endpoint failed (one line, with a hint)
+     │    ├── EndpointUnreachable      connection refused, DNS failure, bad URL or scheme
+     │    ├── EndpointTimeout          no answer within --llm-timeout
+     │    ├── RequestRefused           HTTP 4xx: the request is wrong for this server
+     │    │    └── ModelNotFound       the model is not on the server (names those that are)
+     │    ├── ServerMisconfigured      a known permanent server setting (llama.cpp --jinja, ...)
+     │    ├── ServerFailed             HTTP 5xx or 429 after the retries
+     │    ├── StreamBroken             the stream was cut or ended without a finish_reason
+     │    └── InvalidResponse          an HTTP 200 body that is not a chat-completions answer
      ├── LimitReached                  a --max-* limit stopped the turn
      ├── ToolFailed                    a tool could not do what the model asked (a result)
      ├── ActorGone                     an actor stopped without answering (shut down, cancelled)
@@ -119,7 +127,148 @@ class CorruptSession(StorageError):
 
 
 class ModelError(HarnessError):
-    """The model endpoint failed after every retry inside --llm-timeout."""
+    """The model endpoint failed. ``str()`` is the one line the user sees, hint included.
+
+    The parts stay apart for code and tests: ``what`` (``HTTP 500``, ``connection refused``),
+    ``detail`` (the server's own message), ``hint`` (what to do), ``attempts`` (how many
+    times it happened before the harness gave up), ``status`` (the HTTP status, if any).
+    ``retryable`` says whether another attempt may succeed.
+    """
+
+    kind = "failed"
+    retryable = False
+    retry_after: float | None = None  # seconds the server asked to wait (HTTP 429)
+    lead = "The model endpoint {endpoint} failed"
+
+    def __init__(
+        self,
+        what: str,
+        detail: str = "",
+        *,
+        hint: str = "",
+        endpoint: str = "",
+        status: int | None = None,
+        attempts: int = 1,
+    ) -> None:
+        self.what = what
+        self.detail = detail
+        self.hint = hint
+        self.endpoint = endpoint
+        self.status = status
+        self.attempts = attempts
+        super().__init__(self._compose())
+
+    def _compose(self) -> str:
+        lead = self.lead.format(endpoint=self.endpoint or "(unknown)") if self.endpoint else ""
+        what = self.what + _times(self.attempts)
+        text = f"{lead}: {what}" if lead else what[:1].upper() + what[1:]
+        if self.detail:
+            text += f": {self.detail}"
+        text = text.rstrip(". ") + "."
+        return f"{text} {self.hint}" if self.hint else text
+
+    def again(self, attempts: int) -> ModelError:
+        """The same failure, said to have happened ``attempts`` times."""
+        twin = type(self).__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin.attempts = attempts
+        HarnessError.__init__(twin, twin._compose())
+        return twin
+
+
+def _times(n: int) -> str:
+    if n <= 1:
+        return ""
+    words = {2: "twice", 3: "three times", 4: "four times", 5: "five times", 6: "six times"}
+    return " " + words.get(n, f"{n} times")
+
+
+class EndpointUnreachable(ModelError):
+    """Nothing answers at the endpoint: connection refused, unknown host, a bad URL."""
+
+    kind = "unreachable"
+    lead = "Cannot reach the model endpoint {endpoint}"
+
+
+class EndpointTimeout(ModelError):
+    """The endpoint gave no (complete) answer within --llm-timeout."""
+
+    kind = "timeout"
+    lead = "The model endpoint {endpoint} gave no answer in time"
+
+
+class RequestRefused(ModelError):
+    """HTTP 4xx: retrying the same request would get the same answer."""
+
+    kind = "refused"
+    lead = "The model endpoint {endpoint} refused the request"
+
+
+class ModelNotFound(RequestRefused):
+    """The server does not have the model; ``available`` lists what it has (may be empty)."""
+
+    kind = "unknown model"
+
+    def __init__(
+        self,
+        model: str,
+        what: str,
+        detail: str = "",
+        *,
+        available: list[str] | None = None,
+        hint: str = "",
+        endpoint: str = "",
+        status: int | None = None,
+    ) -> None:
+        self.model = model
+        self.available = list(available or [])
+        super().__init__(what, detail, hint=hint, endpoint=endpoint, status=status)
+
+    def with_available(self, available: list[str]) -> ModelNotFound:
+        """The same error, naming the models the server has."""
+        return ModelNotFound(self.model, self.what, self.detail, available=available,
+                             hint=self.hint, endpoint=self.endpoint, status=self.status)
+
+    def _compose(self) -> str:
+        where = f" at {self.endpoint}" if self.endpoint else ""
+        detail = f": {self.detail}" if self.detail else ""
+        text = f"Model '{self.model}' is not available{where} ({self.what}{detail})."
+        if self.hint:
+            text += f" {self.hint}"
+        if self.available:
+            shown = ", ".join(self.available[:12])
+            more = f" and {len(self.available) - 12} more" if len(self.available) > 12 else ""
+            text += f" Models there: {shown}{more}."
+        return text
+
+
+class ServerMisconfigured(ModelError):
+    """The server says it is not set up for this request (a known, permanent message)."""
+
+    kind = "configuration"
+    lead = "The model endpoint {endpoint} is not set up for tool calls"
+
+
+class ServerFailed(ModelError):
+    """HTTP 5xx (or 429) on every attempt."""
+
+    kind = "server error"
+    retryable = True
+
+
+class StreamBroken(ModelError):
+    """The answer was cut: the connection dropped or the stream ended before it finished."""
+
+    kind = "broken stream"
+    retryable = True
+    lead = "The model endpoint {endpoint} broke off its answer"
+
+
+class InvalidResponse(ModelError):
+    """An answer that is not chat completions: a garbage body, a malformed ``data:`` line."""
+
+    kind = "invalid response"
+    lead = "The model endpoint {endpoint} sent something that is not a chat-completions answer"
 
 
 class LimitReached(HarnessError):

@@ -43,6 +43,22 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning (thinking), as it streams in: shown dimmed by the
+    REPL, never printed by print mode, never sent back to the model as content."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningRevealed:
+    """The answer text streamed so far turned out to be reasoning (the server closed a
+    thinking block it never opened, ``…</think>``); the real answer follows."""
+
+    text: str  # the reasoning that came with the closing tag, not shown before
+
+
+@dataclass(frozen=True)
 class StreamRestarted:
     """The stream broke and the request is being retried: text shown so far is void."""
 
@@ -117,6 +133,8 @@ class ApprovalRequest:
 Event = (
     SessionOpened
     | TextDelta
+    | ReasoningDelta
+    | ReasoningRevealed
     | StreamRestarted
     | ToolCallStarted
     | ToolCallFinished

@@ -35,7 +35,7 @@ from actors.core.compaction import (
     fit_for_summary,
     split_point,
 )
-from actors.core.errors import HarnessError
+from actors.core.errors import HarnessError, ModelError
 from actors.core.mailbox import answer, ask
 from actors.core.messages import Message
 from actors.core.turn import Turn
@@ -132,4 +132,4 @@ class Compactor:
                 "model client",
             )
         except HarnessError as exc:
-            return ModelOutcome(error=str(exc))
+            return ModelOutcome(error=ModelError(str(exc)))

@@ -70,7 +70,14 @@ from actors.core.messages import (
 )
 from actors.core.prompts import read_memory_notes, system_prompt
 from actors.core.turn import Turn
-from actors.model.client import ModelClient, ModelOutcome, ModelRequest
+from actors.model import (
+    CUT_ANSWER_NOTICE,
+    CUT_CALL_RESULT,
+    CUT_CALLS_REASON,
+    ModelClient,
+    ModelOutcome,
+    ModelRequest,
+)
 from actors.runtime.checkpoint_writer import CheckpointClient, Write, run_checkpoint_writer
 from actors.runtime.compactor import CompactAnswer, Compactor, CompactRequest
 from actors.runtime.context import ContextSnapshot, WorkingContext
@@ -343,17 +350,26 @@ class Supervisor:
                     await self._checkpoint()
                 return TurnResult("interrupted", turn.reason)
             if outcome.error is not None or outcome.message is None:
-                return TurnResult("failed", outcome.error or "The model returned nothing.")
+                return TurnResult("failed", str(outcome.error or "The model returned nothing."))
             assert outcome.usage is not None
             context.usage.add(outcome.usage, self._settings.price_in, self._settings.price_out)
             context.estimator.record(
                 None if outcome.usage.estimated else outcome.usage.prompt_tokens,
                 len(context.messages),
             )
+            if outcome.reasoning_only:  # nothing to save: the context still ends with the user
+                await self._checkpoint()
+                return TurnResult("failed", outcome.reasoning_only_reason())
             context.messages.append(outcome.message)
             calls = tool_calls_of(outcome.message)
+            if outcome.cut_tool_calls:  # arguments may be incomplete: answered, never run
+                context.messages.extend(tool_result(c["id"], CUT_CALL_RESULT) for c in calls)
+                await self._checkpoint()
+                return TurnResult("failed", CUT_CALLS_REASON)
             await self._checkpoint(planned_calls=bool(calls))
             if not calls:
+                if outcome.cut:
+                    await self.notify(CUT_ANSWER_NOTICE, "warning")
                 return TurnResult("answered", str(outcome.message.get("content") or ""))
             batch = await self._run_tools(turn, calls)
             if batch.error is not None:

@@ -12,9 +12,14 @@ Each chat request consumes one step, in order. Instead of a list, pass ``respond
 for long generated conversations. Streaming responses use chunked transfer encoding, so a
 ``Drop`` mid-stream is a detectable protocol error on the client (not a clean end of body).
 
-Run as a program: ``python -m actors.testing.scripted_server --port 0 --script steps.json``
-prints the base URL as its first stdout line and serves until killed (no ``--script``: echo
-every prompt).
+``flavour=`` picks the wire format of a real server (``actors.testing.flavours``: ``Ollama()``,
+``LlamaCpp()``, ``VLLM()``, each with its quirks as options); the default is OpenAI's own.
+A flavour also decides how errors look, which requests the server refuses (an unknown model,
+tools without ``--jinja``) and what its other endpoints answer.
+
+Run as a program: ``python -m actors.testing.scripted_server --port 0 --script steps.json
+[--flavour ollama]`` prints the base URL as its first stdout line and serves until killed (no
+``--script``: echo every prompt).
 """
 
 from __future__ import annotations
@@ -23,27 +28,30 @@ import argparse
 import contextlib
 import itertools
 import json
-import re
 import socket
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from actors.testing.flavours import FLAVOURS, Flavour
+
 JSON = dict[str, Any]
 Expectation = Callable[[JSON], object]
 
 __all__ = [
     "Drop",
+    "EndEarly",
     "Fail",
+    "Garbage",
     "Hang",
     "Reply",
     "ScriptedServer",
     "Step",
+    "StreamError",
     "ToolCall",
     "echo_responder",
     "load_script",
@@ -60,7 +68,7 @@ class ToolCall:
 
     name: str
     arguments: str | JSON = "{}"
-    id: str | None = None
+    id: str | int | None = None  # None: the flavour's own; an int reproduces servers sending one
 
     @property
     def arguments_text(self) -> str:
@@ -85,6 +93,8 @@ class Reply(_Step):
     ``usage`` is ``(prompt_tokens, completion_tokens)``; None computes a rough estimate.
     ``chunk_delay`` is slept between streamed chunks. ``finish_reason`` overrides the
     default ("tool_calls" when there are tool calls, else "stop"), e.g. "length".
+    ``reasoning`` is the model's thinking, sent the way the flavour's server sends it (a
+    field of its own, or ``<think>`` tags in the content).
     """
 
     text: str = ""
@@ -92,6 +102,7 @@ class Reply(_Step):
     usage: tuple[int, int] | None = None
     chunk_delay: float = 0.0
     finish_reason: str | None = None
+    reasoning: str = ""
 
 
 @dataclass
@@ -127,7 +138,37 @@ class Hang(_Step):
     reply: Reply = field(default_factory=lambda: Reply("this reply never finishes"))
 
 
-Step = Reply | Fail | Drop | Hang
+@dataclass
+class StreamError(_Step):
+    """Fail after ``after_chunks`` events of ``reply``, the way the flavour's server reports an
+    error once streaming began (ollama: an empty chunk and the end of the body; llama.cpp:
+    ``data: {"error": ...}``; vLLM: the same, then ``[DONE]``)."""
+
+    after_chunks: int = 2
+    status: int = 500
+    message: str = "scripted failure mid-stream"
+    reply: Reply = field(default_factory=lambda: Reply("This answer will be cut off here"))
+
+
+@dataclass
+class EndEarly(_Step):
+    """End the body cleanly after ``after_chunks`` events: no finish chunk, no ``[DONE]``."""
+
+    after_chunks: int = 2
+    reply: Reply = field(default_factory=lambda: Reply("This answer will be cut off here"))
+
+
+@dataclass
+class Garbage(_Step):
+    """Answer with ``body`` as it is (an HTML page, a proxy's message, broken SSE)."""
+
+    body: str = "<html><body><h1>It works!</h1></body></html>"
+    content_type: str = "text/html; charset=utf-8"
+    status: int = 200
+
+
+Step = Reply | Fail | Drop | Hang | StreamError | EndEarly | Garbage
+STEP_TYPES = (Reply, Fail, Drop, Hang, StreamError, EndEarly, Garbage)
 Responder = Callable[[JSON], Step]
 
 
@@ -181,111 +222,19 @@ def tool_pairing_errors(messages: Sequence[JSON]) -> list[str]:
 
 # ------------------------------------------------------------------------------- wire formatting
 
-
-def _pieces(text: str, parts: int = 3) -> list[str]:
-    """Split text into streamable pieces: per word, or at least ``parts`` slices if short."""
-    words = re.findall(r"\s*\S+\s*|\s+", text)
-    if len(words) >= parts or len(text) < parts:
-        return words or ([text] if text else [])
-    size = -(-len(text) // parts)
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _usage(step: Reply, body: JSON) -> JSON:
-    if step.usage is not None:
-        prompt, completion = step.usage
-    else:
-        prompt = len(json.dumps(body.get("messages", []))) // 4 + 1
-        out = step.text + "".join(c.name + c.arguments_text for c in step.tool_calls)
-        completion = len(out) // 4 + 1
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
-
-
-def _call_id(step: Reply, n: int) -> str:
-    return step.tool_calls[n].id or f"call_{step.request_index}_{n}"
-
-
-def _finish_reason(step: Reply) -> str:
-    return step.finish_reason or ("tool_calls" if step.tool_calls else "stop")
-
-
-def _completion(step: Reply, body: JSON) -> JSON:
-    """A whole ``chat.completion`` object for a non-streaming request."""
-    message: JSON = {"role": "assistant", "content": step.text or None, "refusal": None}
-    if step.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": _call_id(step, n),
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments_text},
-            }
-            for n, c in enumerate(step.tool_calls)
-        ]
-    return {
-        "id": f"chatcmpl-scripted-{step.request_index}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": body.get("model", "scripted"),
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": _finish_reason(step),
-            }
-        ],
-        "usage": _usage(step, body),
-    }
+_OPENAI = Flavour()
 
 
 def _chunks(step: Reply, body: JSON) -> Iterator[JSON]:
-    """The ``chat.completion.chunk`` objects of a streamed reply, usage chunk included."""
-    base = {
-        "id": f"chatcmpl-scripted-{step.request_index}",
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": body.get("model", "scripted"),
-    }
-
-    def chunk(delta: JSON, finish: str | None = None) -> JSON:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return {**base, "choices": [choice]}
-
-    yield chunk({"role": "assistant", "content": ""})
-    for piece in _pieces(step.text):
-        yield chunk({"content": piece})
-    for n, call in enumerate(step.tool_calls):
-        yield chunk(
-            {
-                "tool_calls": [
-                    {
-                        "index": n,
-                        "id": _call_id(step, n),
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": ""},
-                    }
-                ]
-            }
-        )
-        for piece in _pieces(call.arguments_text, parts=4):
-            yield chunk({"tool_calls": [{"index": n, "function": {"arguments": piece}}]})
-    yield chunk({}, _finish_reason(step))
-    if (body.get("stream_options") or {}).get("include_usage"):
-        yield {**base, "choices": [], "usage": _usage(step, body)}
+    """The ``chat.completion.chunk`` objects of a streamed reply in OpenAI's format."""
+    for payload in _OPENAI.payloads(step, body):
+        if isinstance(payload, dict):
+            yield payload
 
 
-def _error_body(status: int, message: str) -> JSON:
-    kind = {
-        400: "invalid_request_error",
-        401: "authentication_error",
-        404: "not_found_error",
-        429: "rate_limit_exceeded",
-    }.get(status, "server_error")
-    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+def _completion(step: Reply, body: JSON) -> JSON:
+    """A whole ``chat.completion`` object for a non-streaming request (OpenAI's format)."""
+    return _OPENAI.completion(step, body)
 
 
 # --------------------------------------------------------------------------------------- server
@@ -313,10 +262,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- plumbing
 
-    def _send_json(self, status: int, payload: JSON, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
+    @property
+    def flavour(self) -> Flavour:
+        return self.server.owner.flavour
+
+    def _send_json(
+        self, status: int, payload: JSON | str, headers: dict[str, str] | None = None
+    ) -> None:
+        if isinstance(payload, str):  # a plain-text answer (gin's "404 page not found")
+            data, content_type = payload.encode(), "text/plain; charset=utf-8"
+        else:
+            data, content_type = self.flavour.dumps(payload).encode(), "application/json"
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
@@ -324,7 +282,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_error(self, status: int, message: str) -> None:
-        self._send_json(status, _error_body(status, message))
+        self._send_json(status, self.flavour.error_payload(status, message))
 
     def _start_stream(self) -> None:
         self.send_response(200)
@@ -336,9 +294,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _write_chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
-    def _write_event(self, payload: JSON | str) -> None:
-        text = payload if isinstance(payload, str) else json.dumps(payload)
-        self._write_chunk(f"data: {text}\n\n".encode())
+    def _write_event(self, payload: JSON | str | bytes) -> None:
+        self._write_chunk(payload if isinstance(payload, bytes) else self.flavour.sse(payload))
 
     def _abort(self) -> None:
         """Close the connection now, without finishing the response."""
@@ -348,20 +305,29 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- endpoints
 
+    def _route(self) -> str:
+        return self.path.split("?", 1)[0].rstrip("/") or "/"
+
     def do_GET(self) -> None:
-        if self.path.rstrip("/") == "/v1/models":
-            models = [
-                {"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
-                for m in self.server.owner.models
-            ]
-            self._send_json(200, {"object": "list", "data": models})
-        else:
-            self._send_error(404, f"no such endpoint: GET {self.path}")
+        owner = self.server.owner
+        path = self._route()
+        if path == "/v1/models":
+            self._send_json(200, self.flavour.models_payload(owner.models))
+            return
+        answer = self.flavour.get(path, owner.models)
+        self._send_json(*(answer or self.flavour.not_found("GET", self.path)))
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path.rstrip("/") != "/v1/chat/completions":
-            self._send_error(404, f"no such endpoint: POST {self.path}")
+        path = self._route()
+        if path != "/v1/chat/completions":
+            try:
+                other = json.loads(raw or b"{}")
+            except ValueError:
+                other = {}
+            answer = self.flavour.post(path, other if isinstance(other, dict) else {},
+                                       self.server.owner.models)
+            self._send_json(*(answer or self.flavour.not_found("POST", self.path)))
             return
         try:
             body = json.loads(raw)
@@ -373,29 +339,49 @@ class _Handler(BaseHTTPRequestHandler):
             return
         step, problem = self.server.owner._next_step(body)
         if step is None:
-            self._send_error(problem[0], problem[1])
+            self._send_json(problem[0], problem[1])
         else:
             self._play(step, body, streaming=bool(body.get("stream")))
 
     def _play(self, step: Step, body: JSON, streaming: bool) -> None:
         closing = self.server.owner._closing
+        flavour = self.flavour
         if isinstance(step, Fail):
             headers = {} if step.retry_after is None else {"Retry-After": f"{step.retry_after:g}"}
-            self._send_json(step.status, _error_body(step.status, step.message), headers)
+            self._send_json(step.status, flavour.error_payload(step.status, step.message),
+                            headers)
+        elif isinstance(step, Garbage):
+            data = step.body.encode()
+            self.send_response(step.status)
+            self.send_header("Content-Type", step.content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
         elif isinstance(step, Reply) and not streaming:
-            self._send_json(200, _completion(step, body))
+            self._send_json(200, flavour.completion(step, body))
         elif isinstance(step, Reply):
             self._start_stream()
-            for n, chunk in enumerate(_chunks(step, body)):
+            for n, event in enumerate(flavour.events(step, body)):
                 if n and step.chunk_delay and closing.wait(step.chunk_delay):
                     self._abort()
                     return
-                self._write_event(chunk)
-            self._write_event("[DONE]")
+                self._write_event(event)
+            done = flavour.done()
+            if done is not None:
+                self._write_event(done)
             self._write_chunk(b"")  # the empty chunk terminates the chunked body
+        elif isinstance(step, StreamError | EndEarly):
+            step.reply.request_index = step.request_index
+            self._start_stream()
+            for event in itertools.islice(flavour.events(step.reply, body), step.after_chunks):
+                self._write_event(event)
+            if isinstance(step, StreamError):
+                for event in flavour.stream_failure(step.status, step.message):
+                    self._write_event(event)
+            self._write_chunk(b"")
         else:  # Drop or Hang: send a prefix of the reply, then cut off or wait
-            headers = step.after_headers if isinstance(step, Hang) else step.after_chunks > 0
-            if headers:
+            prefix = step.after_headers if isinstance(step, Hang) else step.after_chunks > 0
+            if prefix:
                 step.reply.request_index = step.request_index
                 self._send_prefix(step.reply, body, streaming, step.after_chunks)
             if isinstance(step, Hang):
@@ -406,10 +392,10 @@ class _Handler(BaseHTTPRequestHandler):
         """Headers plus ``chunks`` SSE events (streaming) or half the body if ``chunks``."""
         if streaming:
             self._start_stream()
-            for chunk in itertools.islice(_chunks(reply, body), chunks):
-                self._write_event(chunk)
+            for event in itertools.islice(self.flavour.events(reply, body), chunks):
+                self._write_event(event)
             return
-        data = json.dumps(_completion(reply, body)).encode()
+        data = json.dumps(self.flavour.completion(reply, body)).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -436,18 +422,25 @@ class ScriptedServer:
 
     ``script`` is a list of steps consumed one per chat request, or ``responder(body) -> step``.
     With ``check_tool_pairing`` a request whose messages fail :func:`tool_pairing_errors` is
-    recorded as an error and answered 400, as the real API does.
+    recorded as an error and answered 400, as the real API does. ``flavour`` is the server's
+    wire format (default: OpenAI's); ``models`` default to the flavour's.
+
+    A request the flavour's server would refuse before running the model (an unknown model,
+    tools without ``--jinja``) is answered as that server does and consumes no step.
     """
 
     def __init__(
         self,
         script: Sequence[Step] | Responder,
         *,
-        models: Sequence[str] = ("scripted-model",),
+        models: Sequence[str] | None = None,
         check_tool_pairing: bool = False,
         port: int = 0,
+        flavour: Flavour | None = None,
     ) -> None:
-        self.models = list(models)
+        self.flavour = flavour or Flavour()
+        self.models = list(models) if models is not None else self.flavour.default_models()
+        self.refusals: list[JSON] = []
         self.check_tool_pairing = check_tool_pairing
         self._responder: Responder | None = script if callable(script) else None
         self.steps: list[Step] = [] if callable(script) else list(script)
@@ -557,40 +550,44 @@ class ScriptedServer:
         with self._cond:
             self.errors.append(message)
 
-    def _next_step(self, body: JSON) -> tuple[Step | None, tuple[int, str]]:
-        """Record the request and pick its step, or return (None, (status, message))."""
+    def _next_step(self, body: JSON) -> tuple[Step | None, tuple[int, JSON | str]]:
+        """Record the request and pick its step, or return (None, (status, payload))."""
         with self._cond:
             index = len(self._requests)
             self._requests.append(body)
             self._cond.notify_all()
+            refused = self.flavour.refuse(body, self.models)
+            if refused is not None:
+                self.refusals.append(body)
+                return None, refused
             step: Step | None = None
             if self._responder is None:
                 if self._consumed >= len(self.steps):
                     message = f"script exhausted: unexpected request {index} (no step left)"
                     self.errors.append(message)
-                    return None, (500, message)
+                    return None, (500, self.flavour.error_payload(500, message))
                 step = self.steps[self._consumed]
                 self._consumed += 1
         if step is None:
             try:
                 step = self._responder(body) if self._responder else None
-                if not isinstance(step, Reply | Fail | Drop | Hang):
+                if not isinstance(step, STEP_TYPES):
                     raise TypeError(f"responder returned {step!r}, not a step")
             except Exception as exc:
                 message = f"responder failed on request {index}: {exc!r}"
                 self._record_error(message)
-                return None, (500, message)
+                return None, (500, self.flavour.error_payload(500, message))
         step.request_index = index
         if self.check_tool_pairing and (problems := tool_pairing_errors(body.get("messages", []))):
             message = f"request {index}: invalid conversation: " + "; ".join(problems)
             self._record_error(message)
-            return None, (400, message)
+            return None, (400, self.flavour.error_payload(400, message))
         if step.expect is not None:
             try:
                 step.expect(body)
             except Exception as exc:  # AssertionError, or a bug in the check itself
                 self._record_error(f"request {index}: expectation failed: {exc!r}")
-        return step, (200, "")
+        return step, (200, {})
 
 
 # -------------------------------------------------------------------------------------- program
@@ -606,6 +603,13 @@ def _step_from_json(item: JSON) -> Step:
         return Drop(int(item["drop"]))
     if "hang" in item:
         return Hang(after_headers=bool(item["hang"]), after_chunks=int(item.get("after_chunks", 0)))
+    if "stream_error" in item:
+        return StreamError(int(item["stream_error"]), int(item.get("status", 500)),
+                           item.get("message", "scripted failure mid-stream"))
+    if "end_early" in item:
+        return EndEarly(int(item["end_early"]))
+    if "garbage" in item:
+        return Garbage(str(item["garbage"]), item.get("content_type", "text/html"))
     calls = [
         ToolCall(c["name"], c.get("arguments", "{}"), c.get("id"))
         for c in item.get("tool_calls", [])
@@ -617,12 +621,14 @@ def _step_from_json(item: JSON) -> Step:
         usage,
         float(item.get("chunk_delay", 0.0)),
         item.get("finish_reason"),
+        item.get("reasoning", ""),
     )
 
 
 def load_script(data: Sequence[JSON]) -> list[Step]:
-    """Steps from JSON objects: {"reply": text, "tool_calls": [{"name", "arguments"}]},
-    {"fail": 500}, {"drop": 2}, {"hang": true}."""
+    """Steps from JSON objects: {"reply": text, "tool_calls": [{"name", "arguments"}],
+    "reasoning": text}, {"fail": 500}, {"drop": 2}, {"hang": true}, {"stream_error": 2},
+    {"end_early": 2}, {"garbage": "<html>"}."""
     return [_step_from_json(item) for item in data]
 
 
@@ -642,12 +648,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--script", help="JSON file with a list of steps (default: echo)")
+    parser.add_argument("--flavour", choices=sorted(FLAVOURS), default="openai",
+                        help="the server whose wire format to speak (default: openai)")
     args = parser.parse_args(argv)
     script: Sequence[Step] | Responder = echo_responder
     if args.script:
         with open(args.script, encoding="utf-8") as f:
             script = load_script(json.load(f))
-    with ScriptedServer(script, port=args.port) as server:
+    with ScriptedServer(script, port=args.port, flavour=FLAVOURS[args.flavour]()) as server:
         print(server.base_url, flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()

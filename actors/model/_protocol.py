@@ -1,0 +1,75 @@
+"""What the model client actor is asked and what it answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from anyio.streams.memory import MemoryObjectSendStream
+
+from actors.core.budget import Usage
+from actors.core.errors import ModelError
+from actors.core.events import EventSink
+from actors.core.messages import Message, tool_calls_of
+from actors.core.turn import Turn
+
+CUT_ANSWER_NOTICE = ("The answer was cut at the model's output limit (finish_reason "
+                     "'length'); ask it to go on, or raise the server's output limit.")
+CUT_CALLS_REASON = ("The model's answer was cut at its output limit (finish_reason 'length') "
+                    "in the middle of its tool calls; none of them was run.")
+CUT_CALL_RESULT = ("Not executed: your answer was cut at the output limit (finish_reason "
+                   "'length') before this call was complete. Safe to retry with shorter "
+                   "arguments.")
+REASONING_ONLY_REASON = ("The model spent its whole answer on reasoning and gave no answer "
+                         "(finish_reason '{finish}'). Ask again, or raise the server's output "
+                         "limit.")
+
+
+@dataclass
+class ModelRequest:
+    messages: list[Message]
+    reply: MemoryObjectSendStream[ModelOutcome]
+    tools: list[dict[str, Any]] | None = None
+    turn: Turn | None = None
+    events: EventSink | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass
+class ModelOutcome:
+    """Exactly one of: a complete ``message``; ``interrupted`` (with the answer text received
+    so far); an ``error`` (a :class:`~actors.core.errors.ModelError`, whose ``str()`` is the
+    one line for the user).
+
+    ``reasoning`` is the model's thinking, kept out of ``message`` (it is never sent back).
+    """
+
+    message: Message | None = None
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    interrupted: bool = False
+    partial_text: str = ""
+    error: ModelError | None = None
+    reasoning: str = ""
+
+    @property
+    def cut(self) -> bool:
+        """The answer stopped at the model's output limit."""
+        return self.finish_reason == "length"
+
+    @property
+    def cut_tool_calls(self) -> bool:
+        """Tool calls cut by the output limit: their arguments may be incomplete; not run."""
+        return self.cut and self.message is not None and bool(tool_calls_of(self.message))
+
+    @property
+    def reasoning_only(self) -> bool:
+        """Reasoning and nothing else: no answer text, no tool calls."""
+        message = self.message
+        if message is None or not self.reasoning:
+            return False
+        return not str(message.get("content") or "").strip() and not tool_calls_of(message)
+
+    def reasoning_only_reason(self) -> str:
+        return REASONING_ONLY_REASON.format(finish=self.finish_reason or "none")

@@ -1,0 +1,78 @@
+"""The retry policy: which failures are tried again, how often, and how long to wait.
+
+- 5xx, 429 and broken streams: up to ``attempts`` tries in all, with exponential backoff
+  (0.5, 1, 2, 4 s by default); a 429 waits at least its ``Retry-After``.
+- Connection refused: ``refused_attempts`` tries (a server that is restarting), then the
+  endpoint is reported unreachable. DNS failures and bad URLs are not retried.
+- Everything else (4xx, known server configuration, garbage answers) fails at once.
+- A wait that would not end before the time left (``--llm-timeout``) is not started.
+
+The final error says how many times it happened ("HTTP 500 five times: ..."). The sleep is
+injected (tests pass one that records the delays), and time is the event loop's clock, so
+trio's MockClock runs a whole schedule without waiting.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import anyio
+
+from actors.core.errors import EndpointUnreachable, ModelError
+
+T = TypeVar("T")
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 5
+    refused_attempts: int = 2
+    first_backoff: float = 0.5
+    max_backoff: float = 8.0
+
+    def allowed(self, error: ModelError) -> int:
+        """How many attempts in all this kind of failure gets."""
+        if not error.retryable:
+            return 1
+        return self.refused_attempts if isinstance(error, EndpointUnreachable) else self.attempts
+
+    def backoff(self, retry: int) -> float:
+        """The wait before retry number ``retry`` (1 for the first retry)."""
+        return float(min(self.first_backoff * 2.0 ** (retry - 1), self.max_backoff))
+
+
+async def with_retries(
+    attempt: Callable[[int], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    deadline: float,
+    on_retry: Callable[[ModelError, float, int], Awaitable[None]],
+    sleep: Sleep = anyio.sleep,
+) -> T:
+    """Call ``attempt(n)`` for n = 1, 2, ... until it returns; raise the final ModelError.
+
+    ``deadline`` is on the event loop's clock (``anyio.current_time()``); ``on_retry(error,
+    delay, next_attempt)`` is told before each wait. Cancellation: any await (the attempt,
+    the wait) may be cancelled; nothing is left running.
+    """
+    seen: Counter[str] = Counter()
+    for n in range(1, 1000):
+        try:
+            return await attempt(n)
+        except ModelError as error:
+            seen[error.what] += 1
+            final = error.again(seen[error.what])
+            if n >= policy.allowed(error):
+                raise final from None
+            delay = policy.backoff(n)
+            if error.retry_after is not None:
+                delay = max(delay, error.retry_after)
+            if anyio.current_time() + delay >= deadline:
+                raise final from None
+            await on_retry(error, delay, n + 1)
+            await sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover

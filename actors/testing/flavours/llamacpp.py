@@ -1,0 +1,184 @@
+"""llama.cpp's ``llama-server``, from its sources (``tools/server/server-common.cpp``,
+``server-task.cpp``, ``server-context.cpp``, ``common/chat.cpp``).
+
+- Chunks: ``{"choices": [{"finish_reason", "index", "delta"}], "created", "id", "model",
+  "system_fingerprint": "b<build>-<commit>", "object"}``; the first delta is
+  ``{"role": "assistant", "content": null}``.
+- Reasoning by ``--reasoning-format``: ``"deepseek"`` sends ``reasoning_content`` deltas;
+  ``"none"`` leaves ``<think>…</think>`` in the content; ``"lone-close"`` is builds >= b9211
+  whose template opened the block in the prompt: the content is the reasoning, ``</think>``,
+  then the answer (issue 23320).
+- Tool calls stream in fragments: the first delta of a call has ``index``, a random 32-char
+  ``id``, ``type`` and the name; later ones only ``index`` and an ``arguments`` piece. With
+  ``arguments_as_object`` (builds of March 2026, issue 20198) each call comes whole with its
+  ``arguments`` as a JSON object.
+- The finish chunk has ``delta: {}``; with ``include_usage`` a ``choices: []`` chunk follows
+  with ``usage`` and ``timings`` (older builds, ``usage_in_finish``: usage on the finish chunk);
+  then ``[DONE]``.
+- Errors are ``{"error": {"code": 500, "message", "type": "server_error"}}`` with the status of
+  their type. After the stream began: ``data: {"error": …}`` and the body ends (older builds,
+  ``legacy_errors``: an ``error: {…}`` field, then ``data: [DONE]``).
+- Without ``--jinja`` a request with tools fails: HTTP 500 ``tools param requires --jinja flag``.
+  A prompt over ``n_ctx`` is refused with 400 ``exceed_context_size_error``. Any model name is
+  accepted (one model per server).
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from actors.testing.flavours._base import JSON, Flavour, Response, pieces, prompt_estimate
+
+if TYPE_CHECKING:
+    from actors.testing.scripted_server import Reply
+
+ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403:
+               "permission_error", 404: "not_found_error", 501: "not_supported_error",
+               503: "unavailable_error"}
+
+
+class LlamaCpp(Flavour):
+    name = "llama.cpp"
+    reasoning_field = "reasoning_content"
+    usage_counts_tools = True
+
+    def __init__(
+        self,
+        *,
+        reasoning_format: Literal["deepseek", "none", "lone-close"] = "deepseek",
+        arguments_as_object: bool = False,
+        usage_in_finish: bool = False,
+        legacy_errors: bool = False,
+        jinja: bool = True,
+        n_ctx: int = 8192,
+        build: str = "b9294-0f3cb3fc8",
+    ) -> None:
+        self.reasoning_format = reasoning_format
+        self.arguments_as_object = arguments_as_object
+        self.usage_in_finish = usage_in_finish
+        self.legacy_errors = legacy_errors
+        self.jinja = jinja
+        self.n_ctx = n_ctx
+        self.build = build
+        self._rng = random.Random(11)
+
+    def default_models(self) -> list[str]:
+        return ["gemma-4-E4B-it-Q4_K_M.gguf"]
+
+    def _random(self, n: int) -> str:
+        return "".join(self._rng.choices(string.ascii_letters + string.digits, k=n))
+
+    def completion_id(self, step: Reply) -> str:
+        return f"chatcmpl-{step.request_index}{self._random(8)}"
+
+    def call_id(self, step: Reply, n: int) -> Any:
+        explicit = step.tool_calls[n].id
+        return explicit if explicit is not None else self._random(32)
+
+    def base(self, step: Reply, body: JSON) -> JSON:
+        return {"created": 1767225600, "id": self.completion_id(step),
+                "model": body.get("model", "gpt-3.5-turbo"),
+                "system_fingerprint": self.build, "object": "chat.completion.chunk"}
+
+    def chunk(self, step: Reply, body: JSON, delta: JSON, finish: str | None = None) -> JSON:
+        return {"choices": [{"finish_reason": finish, "index": 0, "delta": delta}],
+                **self.base(step, body)}
+
+    def payloads(self, step: Reply, body: JSON) -> Iterator[JSON | bytes]:
+        yield self.chunk(step, body, {"role": "assistant", "content": None})
+        text = step.text
+        if step.reasoning and self.reasoning_format == "none":
+            text = f"<think>\n{step.reasoning}\n</think>\n\n{text}"
+        elif step.reasoning and self.reasoning_format == "lone-close":
+            text = f"{step.reasoning}\n</think>\n\n{text}"
+        elif step.reasoning:
+            for piece in pieces(step.reasoning):
+                yield self.chunk(step, body, {"reasoning_content": piece})
+        for piece in pieces(text):
+            yield self.chunk(step, body, {"content": piece})
+        for delta in self.tool_call_deltas(step):
+            yield self.chunk(step, body, delta)
+        yield from self.finish(step, body)
+
+    def tool_call_deltas(self, step: Reply) -> Iterator[JSON]:
+        for n, call in enumerate(step.tool_calls):
+            head = {"index": n, "id": self.call_id(step, n), "type": "function"}
+            if self.arguments_as_object:
+                arguments = call.arguments if not isinstance(call.arguments, str) else (
+                    _loads_or(call.arguments))
+                yield {"tool_calls": [{**head, "function": {"name": call.name,
+                                                             "arguments": arguments}}]}
+                continue
+            parts = pieces(call.arguments_text, parts=4) or [""]
+            yield {"tool_calls": [{**head, "function": {"name": call.name,
+                                                         "arguments": parts[0]}}]}
+            for piece in parts[1:]:
+                yield {"tool_calls": [{"index": n, "function": {"arguments": piece}}]}
+
+    def finish(self, step: Reply, body: JSON) -> Iterator[JSON | bytes]:
+        finish = self.chunk(step, body, {}, self.finish_reason(step))
+        timings = {"prompt_n": 12, "prompt_ms": 30.5, "predicted_n": 20, "predicted_ms": 80.1}
+        if self.usage_in_finish:
+            yield {**finish, "usage": self.usage(step, body), "timings": timings}
+            return
+        yield finish
+        if self.wants_usage(body):
+            yield {"choices": [], **self.base(step, body), "usage": self.usage(step, body),
+                   "timings": timings}
+
+    def error_payload(self, status: int, message: str) -> JSON:
+        return {"error": {"code": status, "message": message,
+                          "type": ERROR_TYPES.get(status, "server_error")}}
+
+    def stream_failure(self, status: int, message: str) -> list[bytes]:
+        error = self.error_payload(status, message)["error"]
+        if self.legacy_errors:
+            return [f"error: {self.dumps(error)}\n\n".encode(), b"data: [DONE]\n\n"]
+        return [self.sse({"error": error})]
+
+    def refuse(self, body: JSON, models: Sequence[str]) -> Response | None:
+        if body.get("tools") and not self.jinja:
+            return 500, self.error_payload(500, "tools param requires --jinja flag")
+        needed = prompt_estimate(body, with_tools=True)
+        if needed > self.n_ctx:
+            payload = self.error_payload(400, "the request exceeds the available context "
+                                         "size, try increasing it")
+            payload["error"].update(type="exceed_context_size_error", n_prompt_tokens=needed,
+                                    n_ctx=self.n_ctx)
+            return 400, payload
+        return None
+
+    def models_payload(self, models: Sequence[str]) -> JSON:
+        return {
+            "models": [{"name": m, "model": m, "type": "model", "capabilities": ["completion"]}
+                       for m in models],
+            "object": "list",
+            "data": [{"id": m, "object": "model", "created": 1767225600, "owned_by": "llamacpp",
+                      "meta": {"vocab_type": 2, "n_vocab": 262144, "n_ctx_train": 131072}}
+                     for m in models],
+        }
+
+    def get(self, path: str, models: Sequence[str]) -> Response | None:
+        if path == "/props":
+            return 200, {"default_generation_settings": {"n_ctx": self.n_ctx},
+                         "total_slots": 1, "model_path": models[0] if models else "",
+                         "build_info": self.build}
+        if path == "/health":
+            return 200, {"status": "ok"}
+        return None
+
+    def not_found(self, method: str, path: str) -> Response:
+        return 404, {"error": {"code": 404, "message": "File Not Found",
+                               "type": "not_found_error"}}
+
+
+def _loads_or(text: str) -> Any:
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

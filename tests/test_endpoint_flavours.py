@@ -1,0 +1,141 @@
+"""The harness in-process against each server's real wire format and every quirk: the right
+tools run with the right arguments, every later request pairs each call with one result, no
+thinking text is answered or sent back, usage is recorded. Runs on asyncio and trio."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.core.events import ReasoningDelta, ReasoningRevealed, TextDelta, ToolCallStarted
+from actors.testing.flavours import VLLM, Flavour, LlamaCpp, Ollama
+from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
+from tests.runtime import running, settings_for
+
+pytestmark = pytest.mark.anyio
+
+THINKING = "The user wants a file; I will write it and read it back."
+AFTER = "Both calls worked, so I can answer."
+CONTENT = "a > b && c < d"
+
+# (id, flavour, the model name the server knows)
+FLAVOURS: list[tuple[str, Callable[[], Flavour], str]] = [
+    ("openai", Flavour, "gemma4"),
+    ("ollama", Ollama, "gemma4"),
+    ("ollama-0.20-index-zero", lambda: Ollama(tool_index="zero"), "gemma4"),
+    ("ollama-0.20-one-chunk", lambda: Ollama(tool_index="zero", calls_per_chunk="all"),
+     "gemma4"),
+    ("ollama-before-0.4.7-no-index", lambda: Ollama(tool_index="absent"), "gemma4"),
+    ("ollama-inline-think", lambda: Ollama(thinking="inline"), "gemma4"),
+    ("llama.cpp", LlamaCpp, "any-name"),
+    ("llama.cpp-reasoning-none", lambda: LlamaCpp(reasoning_format="none"), "any-name"),
+    ("llama.cpp-lone-close", lambda: LlamaCpp(reasoning_format="lone-close"), "any-name"),
+    ("llama.cpp-arguments-object", lambda: LlamaCpp(arguments_as_object=True), "any-name"),
+    ("llama.cpp-old-usage", lambda: LlamaCpp(usage_in_finish=True), "any-name"),
+    ("vllm", VLLM, "google/gemma-4-E4B-it"),
+    ("vllm-repeated-arguments", lambda: VLLM(repeat_arguments=True), "google/gemma-4-E4B-it"),
+    ("vllm-null-fields", lambda: VLLM(null_fields=True, reasoning_field="reasoning_content"),
+     "google/gemma-4-E4B-it"),
+]
+
+
+def script() -> list[Reply]:
+    return [
+        Reply(reasoning=THINKING, tool_calls=[
+            ToolCall("write_file", {"path": "out.txt", "content": CONTENT}),
+            ToolCall("run_bash", {"command": "cat out.txt"}),
+        ]),
+        Reply("I wrote out.txt and read it back.", reasoning=AFTER),
+    ]
+
+
+def answer_shown(events: list[Any]) -> str:
+    """The answer text the front end was left showing: text revealed to be reasoning (a
+    lone ``</think>``) is taken back."""
+    kept: list[str] = []
+    current: list[str] = []
+    for event in events:
+        if isinstance(event, TextDelta):
+            current.append(event.text)
+        elif isinstance(event, ReasoningRevealed):
+            current.clear()
+        elif isinstance(event, ToolCallStarted):
+            kept += current
+            current = []
+    return "".join(kept + current)
+
+
+def sent_text(requests: list[dict[str, Any]]) -> str:
+    return json.dumps([r["messages"] for r in requests], ensure_ascii=False)
+
+
+@pytest.mark.parametrize(("flavour", "model"), [(f, m) for _, f, m in FLAVOURS],
+                         ids=[i for i, _, _ in FLAVOURS])
+async def test_parallel_tool_calls_and_reasoning(
+    tmp_path: Path, flavour: Callable[[], Flavour], model: str
+) -> None:
+    with ScriptedServer(script(), flavour=flavour()) as server:
+        settings = settings_for(tmp_path, server.base_url, model=model)
+        async with running(settings) as (sup, rec):
+            result = await sup.run_turn("Write a > b && c < d to out.txt and show it.")
+        server.assert_done()
+    assert result.outcome == "answered", result.text
+    assert result.text == "I wrote out.txt and read it back."
+    assert (settings.sandbox_dir / "out.txt").read_text() == CONTENT
+
+    second = server.requests[1]["messages"]
+    assert tool_pairing_errors(second) == []
+    assistant = next(m for m in second if m.get("tool_calls"))
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+            for c in assistant["tool_calls"]] == [
+        ("write_file", {"path": "out.txt", "content": CONTENT}),
+        ("run_bash", {"command": "cat out.txt"}),
+    ]
+    results = [m["content"] for m in second if m["role"] == "tool"]
+    assert len(results) == 2 and CONTENT in results[1]
+
+    sent = sent_text(server.requests)
+    assert THINKING not in sent and "<think>" not in sent and "</think>" not in sent
+    assert AFTER not in json.dumps(sup.messages)
+    shown = answer_shown(rec.events)
+    assert THINKING not in shown and AFTER not in shown
+    assert "I wrote out.txt" in shown
+    reasoning = "".join(e.text for e in rec.of(ReasoningDelta))
+    if not isinstance(server.flavour, LlamaCpp) or server.flavour.reasoning_format != (
+            "lone-close"):
+        assert "write it and read it back" in reasoning and "I can answer" in reasoning
+    started = [e.arguments for e in rec.of(ToolCallStarted)]
+    assert CONTENT in started[0] and "\\u003e" not in started[0]
+
+    assert sup.usage.calls == 2
+    assert sup.usage.total_tokens_in > 0 and sup.usage.total_tokens_out > 0
+
+
+async def test_numeric_and_duplicate_ids_are_each_paired_once(tmp_path: Path) -> None:
+    steps = [
+        Reply(tool_calls=[ToolCall("list_files", {}, id=7),
+                          ToolCall("read_file", {"path": "a.txt"}, id="dup"),
+                          ToolCall("read_file", {"path": "b.txt"}, id="dup")]),
+        Reply(tool_calls=[ToolCall("list_files", {}, id="dup")]),  # reused in a later answer
+        Reply("done"),
+    ]
+    with ScriptedServer(steps, check_tool_pairing=True) as server:
+        settings = settings_for(tmp_path, server.base_url)
+        (settings.sandbox_dir / "a.txt").write_text("A")
+        (settings.sandbox_dir / "b.txt").write_text("B")
+        async with running(settings) as (sup, _):
+            result = await sup.run_turn("look")
+        server.assert_done()
+    assert result.ok
+    for request in server.requests[1:]:
+        assert tool_pairing_errors(request["messages"]) == []
+    last = server.requests[2]["messages"]
+    ids = [c["id"] for m in last for c in m.get("tool_calls") or []]
+    assert len(ids) == 4 and len(set(ids)) == 4 and all(isinstance(i, str) for i in ids)
+    assert ids[0] == "7" and ids[1] == "dup"
+    contents = [m["content"] for m in last if m["role"] == "tool"]
+    assert "A" in contents[1] and "B" in contents[2]
