@@ -224,10 +224,11 @@ class ModelNotFound(RequestRefused):
         self.available = list(available or [])
         super().__init__(what, detail, hint=hint, endpoint=endpoint, status=status)
 
-    def with_available(self, available: list[str]) -> ModelNotFound:
-        """The same error, naming the models the server has."""
+    def with_available(self, available: list[str], hint: str | None = None) -> ModelNotFound:
+        """The same error, naming the models the server has (and a better hint)."""
         return ModelNotFound(self.model, self.what, self.detail, available=available,
-                             hint=self.hint, endpoint=self.endpoint, status=self.status)
+                             hint=self.hint if hint is None else hint,
+                             endpoint=self.endpoint, status=self.status)
 
     def _compose(self) -> str:
         where = f" at {self.endpoint}" if self.endpoint else ""

@@ -114,11 +114,13 @@ def _configuration_hint(message: str) -> str | None:
 
 
 def from_status(
-    status: int, body: Any, endpoint: Endpoint, *, retry_after: float | None = None
+    status: int, body: Any, endpoint: Endpoint, *, retry_after: float | None = None,
+    what: str = "",
 ) -> ModelError:
-    """An HTTP error status (or an error sent inside the stream with this status)."""
+    """An HTTP error status (or an error sent inside the stream with this status; ``what``
+    then says so)."""
     message = error_message(body) or f"no message (HTTP {status})"
-    what = f"HTTP {status}"
+    what = what or f"HTTP {status}"
     url = endpoint.base_url
     hint = _configuration_hint(message)
     if hint is not None:
@@ -223,11 +225,19 @@ def from_exception(exc: BaseException, endpoint: Endpoint, *, streaming: bool) -
     return ModelError(f"unexpected error ({name})", snippet(str(exc)), endpoint=url)
 
 
-def stream_error(payload: Any, endpoint: Endpoint) -> ModelError:
+def stream_error(payload: Any, endpoint: Endpoint, *, body: bool = False) -> ModelError:
     """An error sent inside the stream: ``data: {"error": ...}`` (llama.cpp, vLLM), the
-    ``error:`` field (older llama.cpp) or ``{"object": "error"}`` (older vLLM)."""
-    status = error_status(payload) or 500
-    return from_status(status, payload, endpoint)
+    ``error:`` field (older llama.cpp) or ``{"object": "error"}`` (older vLLM); with ``body``,
+    a whole HTTP 200 JSON body that is an error (LM Studio's unknown routes).
+
+    The status is the error's own ``code`` when it has one; an error without one in the
+    stream counts as a server error (retried), in a whole body as a refusal (not retried).
+    """
+    code = error_status(payload)
+    where = "in an HTTP 200 answer" if body else "in the stream"
+    if code is None:
+        return from_status(400 if body else 500, payload, endpoint, what=f"an error {where}")
+    return from_status(code, payload, endpoint, what=f"error {code} {where}")
 
 
 def broken(what: str, detail: str, endpoint: Endpoint) -> StreamBroken:

@@ -23,7 +23,10 @@ def check_base_url(url: str) -> None:
     """Raise :class:`EndpointUnreachable` (with the fix) for a URL nothing could answer at:
     no scheme (``localhost:11434/v1``), a scheme other than http(s), no host."""
     text = url.strip()
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:
+        raise EndpointUnreachable(f"the URL is not valid ({exc})", endpoint=text) from None
     scheme = parts.scheme.lower()
     if "://" not in text:
         fixed = "http://" + text.lstrip("/")
@@ -84,6 +87,33 @@ class Endpoint:
             self.server = "ollama"
         elif fingerprint[:1] == "b" and "-" in fingerprint and fingerprint[1:2].isdigit():
             self.server = "llama.cpp"
+
+    def learn_from_models(self, payload: object) -> list[str]:
+        """The ids in a ``/v1/models`` answer; its ``owned_by`` names the server (ollama says
+        ``library``, vLLM ``vllm``, llama.cpp ``llamacpp``), and vLLM gives the context."""
+        data = payload.get("data") if isinstance(payload, dict) else None
+        ids: list[str] = []
+        for item in data if isinstance(data, list) else []:
+            if not isinstance(item, dict) or not item.get("id"):
+                continue
+            ids.append(str(item["id"]))
+            owner = str(item.get("owned_by", "")).lower()
+            if self.server == "unknown" or owner in ("vllm", "llamacpp", "library", "ollama"):
+                self.server = {"vllm": "vllm", "llamacpp": "llama.cpp", "library": "ollama",
+                               "ollama": "ollama"}.get(owner, self.server)  # type: ignore[assignment]
+            if str(item["id"]) == self.model and isinstance(item.get("max_model_len"), int):
+                self.context_length = item["max_model_len"]
+                self.context_source = "max_model_len in /v1/models"
+        self.models = ids
+        return ids
+
+    def has_model(self) -> bool | None:
+        """Whether the listed models include ours (None: nothing listed). ollama lists
+        ``gemma4:latest`` for ``gemma4``."""
+        if not self.models:
+            return None
+        wanted = {self.model, self.model + ":latest"} if ":" not in self.model else {self.model}
+        return bool(wanted & set(self.models))
 
     def unreachable_hint(self) -> str:
         if self.server == "ollama":

@@ -159,7 +159,7 @@ async def _read_json(
                       f"{content_type}: {snippet(raw.decode('utf-8', 'replace'))!r}",
                       endpoint) from None
     if isinstance(payload, dict) and _is_error(payload):
-        raise stream_error(payload, endpoint)
+        raise stream_error(payload, endpoint, body=True)
     if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list):
         raise invalid("HTTP 200 with JSON that is not a chat completion",
                       repr(snippet(json.dumps(payload))), endpoint)

@@ -28,7 +28,7 @@ import openai
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.core.budget import Usage, estimate_messages, estimate_tools
-from actors.core.errors import EndpointTimeout, ModelError, RequestRefused
+from actors.core.errors import EndpointTimeout, ModelError, ModelNotFound, RequestRefused
 from actors.core.events import (
     Event,
     Notice,
@@ -49,6 +49,7 @@ from actors.model._wire import stream_chat
 
 CONNECT_SECONDS = 5.0
 CLOSE_SECONDS = 2
+LIST_SECONDS = 3
 
 
 @dataclass
@@ -128,10 +129,27 @@ class ModelClient:
         try:
             check_base_url(self.base_url)
             return await self._complete_checked(request, progress)
+        except ModelNotFound as error:
+            available = await self.list_models()
+            return ModelOutcome(error=error.with_available(available, self.endpoint.pull_hint()))
         except ModelError as error:
             return ModelOutcome(error=error)
         except Exception as exc:  # a bug or a surprise: still one clear line, never a crash
             return ModelOutcome(error=from_exception(exc, self.endpoint, streaming=False))
+
+    async def list_models(self) -> list[str]:
+        """The model ids the endpoint lists at ``/v1/models`` (empty if it lists none).
+
+        Bounded (a few seconds); any failure is an empty list.
+        """
+        with anyio.move_on_after(LIST_SECONDS):
+            try:
+                response = await self._http_client().get("/models", cast_to=http.Response)
+                payload = response.json()
+            except Exception:  # an endpoint without a models list: nothing to name
+                return []
+            return self.endpoint.learn_from_models(payload)
+        return []
 
     async def _complete_checked(
         self, request: ModelRequest, progress: _Progress
