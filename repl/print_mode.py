@@ -1,9 +1,9 @@
 """Print mode (``harness -p PROMPT``): one user turn for scripts.
 
 Only the final answer goes to stdout; ``Session: ID``, tool lines and diagnostics go to
-stderr. Actions that need an approval are denied (the mode decides what needs one), with a
-hint on stderr. SIGINT aborts the turn safely (exit 1 after recovery); SIGTERM stops the run
-and the supervisor's shutdown saves the session.
+stderr; the model's reasoning goes nowhere. Actions that need an approval are denied (the
+mode decides what needs one), with a hint on stderr. SIGINT aborts the turn safely (exit 1
+after recovery); SIGTERM stops the run and the supervisor's shutdown saves the session.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from actors.core.events import (
 )
 from actors.runtime.supervisor import Supervisor, TurnResult
 from actors.store import Store
+from repl.interactive.render import preview, readable_arguments
 
 
 async def _report(
@@ -41,7 +42,8 @@ async def _report(
                 async with event.reply:
                     await event.reply.send(False)
             elif isinstance(event, ToolCallStarted):
-                print(f"[tool] {event.name}({event.arguments[:200]})", file=err)
+                arguments = preview(readable_arguments(event.arguments), 200)
+                print(f"[tool] {event.name}({arguments})", file=err)
             elif isinstance(event, ToolCallFinished) and not event.ok:
                 print(f"[tool] {event.name}: {event.preview}", file=err)
             elif isinstance(event, Notice):

@@ -108,8 +108,8 @@ async def test_parallel_tool_calls_and_reasoning(
     if not isinstance(server.flavour, LlamaCpp) or server.flavour.reasoning_format != (
             "lone-close"):
         assert "write it and read it back" in reasoning and "I can answer" in reasoning
-    started = [e.arguments for e in rec.of(ToolCallStarted)]
-    assert CONTENT in started[0] and "\\u003e" not in started[0]
+    started = [json.loads(e.arguments) for e in rec.of(ToolCallStarted)]
+    assert started == [{"path": "out.txt", "content": CONTENT}, {"command": "cat out.txt"}]
 
     assert sup.usage.calls == 2
     assert sup.usage.total_tokens_in > 0 and sup.usage.total_tokens_out > 0

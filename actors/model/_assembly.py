@@ -13,8 +13,8 @@ send). What the servers do, and what is done about it:
 - Ids: missing or empty ones are generated; non-string ones (numbers) become strings; an id
   already used earlier in the response or in the conversation is re-issued, so every call has
   exactly one result.
-- Valid JSON arguments are re-serialised without ASCII escapes (Go's encoder sends ``\\u003e``
-  for ``>``), so what is shown, saved and sent back reads as written.
+- Valid JSON arguments are kept exactly as sent (the front end decodes escapes such as Go's
+  ``\\u003e`` for display).
 - Reasoning from the ``reasoning`` / ``reasoning_content`` fields, or inline ``<think>`` tags
   (see :mod:`actors.model._reasoning`), is kept apart from the answer.
 
@@ -58,7 +58,7 @@ def _as_id(value: Any) -> str:
         return value.strip()
     if isinstance(value, int | float):
         return str(int(value)) if float(value).is_integer() else str(value)
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return _serialise(value)
 
 
 def _as_index(value: Any) -> int | None:
@@ -77,53 +77,59 @@ def _as_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False)
+    return _serialise(value)
 
 
 def _complete_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
+    return _loads(text) is not _INVALID
 
 
 def repair_arguments(text: str) -> str:
-    """The arguments as canonical JSON text when they are JSON (or one object repeated, or a
-    streamed prefix plus the whole object); otherwise the text as it came (the tool executor
-    reports invalid JSON to the model)."""
+    """The arguments to keep: valid JSON exactly as the model sent it; one object repeated,
+    or a streamed prefix followed by the whole object, as that object once; anything else as
+    it came (the tool executor reports invalid JSON to the model, with its own bounds)."""
     stripped = text.strip()
     if not stripped:
         return "{}"
-    try:
-        return _canonical(json.loads(stripped))
-    except ValueError:
-        pass
+    if _loads(stripped) is not _INVALID:
+        return stripped
     decoder = json.JSONDecoder()
     # One object twice over, possibly formatted differently the second time.
     try:
         first, end = decoder.raw_decode(stripped)
-        second, end2 = decoder.raw_decode(stripped, end + (len(stripped[end:]) -
-                                                           len(stripped[end:].lstrip())))
-        if first == second and not stripped[end2:].strip():
-            return _canonical(first)
-    except ValueError:
+        rest = stripped[end:].lstrip()
+        second, end2 = decoder.raw_decode(rest)
+        if isinstance(first, dict) and first == second and not rest[end2:].strip():
+            return stripped[:end]
+    except (ValueError, RecursionError):
         pass
     # A streamed prefix, then the whole object again: '{"a": 1' + '{"a": 1}'.
     start = stripped.find("{", 1)
     while start > 0:
-        head, tail = stripped[:start], stripped[start:]
-        if tail.startswith(head):
-            try:
-                return _canonical(json.loads(tail))
-            except ValueError:
-                pass
+        if stripped[start:2 * start] == stripped[:start]:
+            tail = stripped[start:]
+            if isinstance(_loads(tail), dict):
+                return tail
         start = stripped.find("{", start + 1)
     return text
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+_INVALID = object()
+
+
+def _loads(text: str) -> Any:
+    """The decoded JSON, or ``_INVALID`` (never raises: hostile nesting is just invalid)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return _INVALID
+
+
+def _serialise(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
+        return str(value)
 
 
 @dataclass

@@ -118,7 +118,7 @@ async def _take(
         return True
     try:
         chunk = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise invalid("a malformed data line", repr(snippet(data)), endpoint) from None
     if not isinstance(chunk, dict):
         raise invalid("a data line that is not a JSON object", repr(snippet(data)), endpoint)
@@ -154,7 +154,7 @@ async def _read_json(
                           endpoint)
     try:
         payload = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise invalid("HTTP 200 with a body that is not JSON",
                       f"{content_type}: {snippet(raw.decode('utf-8', 'replace'))!r}",
                       endpoint) from None

@@ -1,9 +1,10 @@
-"""Showing runtime events in the terminal: streamed text, one line per tool call, notices,
-and inline approval questions."""
+"""Showing runtime events in the terminal: streamed text, the model's reasoning dimmed, one
+line per tool call (arguments decoded), notices, and inline approval questions."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TextIO
@@ -16,6 +17,8 @@ from actors.core.events import (
     ContextGauge,
     Event,
     Notice,
+    ReasoningDelta,
+    ReasoningRevealed,
     StreamRestarted,
     TextDelta,
     ToolCallFinished,
@@ -23,6 +26,27 @@ from actors.core.events import (
 )
 
 ARGUMENT_PREVIEW = 120
+DIM, UNDIM = "\x1b[2m", "\x1b[22m"
+DECODE_LIMIT = 64 * 1024  # larger arguments are shown with Go's escapes undone only
+_GO_ESCAPES = (("\\u003c", "<"), ("\\u003e", ">"), ("\\u0026", "&"))
+
+
+def readable_arguments(text: str) -> str:
+    """Tool-call arguments as a person reads them: JSON escapes decoded (Go's encoder, in
+    ollama, writes ``>`` as ``\\u003e``), on one line. Text that is not JSON is shown as sent."""
+    if len(text) <= DECODE_LIMIT:
+        try:
+            return json.dumps(json.loads(text), ensure_ascii=False)
+        except (ValueError, RecursionError):
+            pass
+    for escaped, plain in _GO_ESCAPES:
+        text = text.replace(escaped, plain)
+    return text.replace("\n", " ")
+
+
+def preview(text: str, limit: int = ARGUMENT_PREVIEW) -> str:
+    text = text.replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class Renderer:
@@ -38,6 +62,7 @@ class Renderer:
         self._refresh = refresh
         self._out = out
         self._in_text = False
+        self._in_reasoning = False
 
     @property
     def out(self) -> TextIO:
@@ -48,7 +73,10 @@ class Renderer:
         self.out.flush()
 
     def end_line(self) -> None:
-        """Finish a streamed answer's line (at the end of a turn)."""
+        """Finish a streamed answer's (or reasoning's) line (at the end of a turn)."""
+        if self._in_reasoning:
+            self._write(UNDIM + "\n")
+            self._in_reasoning = False
         if self._in_text:
             self._write("\n")
             self._in_text = False
@@ -60,15 +88,22 @@ class Renderer:
     async def show(self, event: Event) -> None:
         if isinstance(event, TextDelta):
             if not self._in_text:
+                self.end_line()
                 self._write("Assistant: ")
                 self._in_text = True
             self._write(event.text)
+        elif isinstance(event, ReasoningDelta):
+            if not self._in_reasoning:
+                self.end_line()
+                self._write(DIM + "Thinking: ")
+                self._in_reasoning = True
+            self._write(event.text)
+        elif isinstance(event, ReasoningRevealed):
+            self._line(DIM + "[the text above was the model's reasoning]" + UNDIM)
         elif isinstance(event, StreamRestarted):
             self._line(f"[stream broken ({event.reason}); retrying]")
         elif isinstance(event, ToolCallStarted):
-            arguments = event.arguments.replace("\n", " ")
-            if len(arguments) > ARGUMENT_PREVIEW:
-                arguments = arguments[: ARGUMENT_PREVIEW - 1] + "…"
+            arguments = preview(readable_arguments(event.arguments))
             self._line(f"  [tool] {event.name}({arguments})")
         elif isinstance(event, ToolCallFinished):
             mark = "→" if event.ok else "✗"
