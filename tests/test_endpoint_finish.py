@@ -24,7 +24,7 @@ async def test_an_answer_cut_at_the_output_limit_is_kept_with_a_warning(tmp_path
             result = await sup.run_turn("Explain.")
     assert result.outcome == "answered" and result.text == "The first half of"
     assert [n.text for n in rec.of(Notice) if n.level == "warning"] == [CUT_ANSWER_NOTICE]
-    assert sup.messages[-1] == {"role": "assistant", "content": "The first half of"}
+    assert sup.snapshot().messages[-1] == {"role": "assistant", "content": "The first half of"}
 
 
 async def test_tool_calls_cut_at_the_output_limit_are_not_run(tmp_path: Path) -> None:
@@ -53,8 +53,8 @@ async def test_reasoning_without_an_answer_is_a_failed_turn(tmp_path: Path, fini
     with ScriptedServer(steps, flavour=LlamaCpp()) as server:
         async with running(settings_for(tmp_path, server.base_url)) as (sup, _):
             first = await sup.run_turn("Answer this.")
-            assert sup.messages[-1] == {"role": "user", "content": "Answer this."}
-            assert sup.usage.calls == 1 and sup.usage.total_tokens_out == 4000
+            assert sup.snapshot().messages[-1] == {"role": "user", "content": "Answer this."}
+            assert sup.snapshot().usage.calls == 1 and sup.snapshot().usage.total_tokens_out == 4000
             second = await sup.run_turn("Please answer.")
         server.assert_done()
     assert first.outcome == "failed"
@@ -70,7 +70,7 @@ async def test_a_failed_request_is_one_line_and_the_context_stays_sendable(
     with ScriptedServer([Fail(400, "bad request: unknown field"), Reply("ok")]) as server:
         async with running(settings_for(tmp_path, server.base_url)) as (sup, _):
             failed = await sup.run_turn("Hello")
-            assert sup.messages[-1] == {"role": "user", "content": "Hello"}
+            assert sup.snapshot().messages[-1] == {"role": "user", "content": "Hello"}
             assert (await sup.run_turn("Again")).ok
     assert failed.outcome == "failed"
     assert failed.text == (f"The model endpoint {server.base_url} refused the request: "

@@ -100,7 +100,7 @@ async def test_parallel_tool_calls_and_reasoning(
 
     sent = sent_text(server.requests)
     assert THINKING not in sent and "<think>" not in sent and "</think>" not in sent
-    assert AFTER not in json.dumps(sup.messages)
+    assert AFTER not in json.dumps(list(sup.snapshot().messages))
     shown = answer_shown(rec.events)
     assert THINKING not in shown and AFTER not in shown
     assert "I wrote out.txt" in shown
@@ -111,8 +111,8 @@ async def test_parallel_tool_calls_and_reasoning(
     started = [json.loads(e.arguments) for e in rec.of(ToolCallStarted)]
     assert started == [{"path": "out.txt", "content": CONTENT}, {"command": "cat out.txt"}]
 
-    assert sup.usage.calls == 2
-    assert sup.usage.total_tokens_in > 0 and sup.usage.total_tokens_out > 0
+    assert sup.snapshot().usage.calls == 2
+    assert sup.snapshot().usage.total_tokens_in > 0 and sup.snapshot().usage.total_tokens_out > 0
 
 
 async def test_numeric_and_duplicate_ids_are_each_paired_once(tmp_path: Path) -> None:
