@@ -60,9 +60,9 @@ def pgid_from(text: str) -> int:
     return int(match.group(1))
 
 
-async def test_output_and_exit_code(ctx: ToolContext) -> None:
+async def test_output_and_exit_code(ctx: ToolContext, sandbox: Path) -> None:
     out = await run(ctx, "echo out; echo err >&2; pwd; exit 3")
-    assert out == f"out\nerr\n{ctx.resolve('.')}\n[exit code 3]"
+    assert out == f"out\nerr\n{sandbox}\n[exit code 3]"
     assert await run(ctx, "printf 'no newline'") == "no newline\n[exit code 0]"
     assert await run(ctx, "true") == "[exit code 0]"
 

@@ -85,7 +85,7 @@ from actors.runtime.lease import hold_lease
 from actors.runtime.recovery import settle_batch
 from actors.runtime.tool_executor import BatchOutcome, ToolBatch, ToolExecutor
 from actors.store import Store, timestamp
-from actors.tools import tool_schemas
+from actors.tools import startup_warnings, tool_schemas
 
 SHUTDOWN_SECONDS = 15
 TOOL_SCHEMA_TOKENS = len(json.dumps(tool_schemas())) // CHARS_PER_TOKEN
@@ -187,6 +187,10 @@ class Supervisor:
                         )
                     await self._events.send(PlanningChanged(self._context.planning.render()))
                     await self._gauge()
+                    for warning in await anyio.to_thread.run_sync(
+                        startup_warnings, settings.sandbox_dir, settings.memory_dir, store
+                    ):
+                        await self.notify(warning, "warning")
                     yield self
                 status = "saved"
             except anyio.get_cancelled_exc_class():

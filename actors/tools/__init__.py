@@ -9,11 +9,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from actors.core.errors import UsageError
 from actors.tools._arguments import parse_arguments
-from actors.tools._base import Permission, Tool, ToolContext
+from actors.tools._base import Permission, Tool, ToolContext, protected_dirs
+from actors.tools._sandbox import sandbox_warnings
 from actors.tools._schema import validate_arguments
 from actors.tools.files import FILE_TOOLS
 from actors.tools.memory_notes import MEMORY_TOOLS
@@ -21,10 +23,18 @@ from actors.tools.planning_tools import PLANNING_TOOLS
 from actors.tools.session_tools import SESSION_TOOLS
 from actors.tools.shell import RUN_BASH
 
+if TYPE_CHECKING:
+    from actors.store import Store
+
 TOOLS: dict[str, Tool] = {
     tool.name: tool
     for tool in (*FILE_TOOLS, RUN_BASH, *PLANNING_TOOLS, *MEMORY_TOOLS, *SESSION_TOOLS)
 }
+
+
+def startup_warnings(sandbox: Path, memory_dir: Path, store: Store | None) -> list[str]:
+    """Warnings for the start of a session about where the tools run (blocking: use a thread)."""
+    return sandbox_warnings(sandbox, protected_dirs(memory_dir, store))
 
 
 def tool_schemas(names: Iterable[str] | None = None) -> list[dict[str, Any]]:
@@ -45,6 +55,8 @@ __all__ = [
     "Tool",
     "ToolContext",
     "parse_arguments",
+    "sandbox_warnings",
+    "startup_warnings",
     "tool_schemas",
     "validate_arguments",
 ]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from actors.core.config import Mode
-from actors.core.errors import ToolFailed
+from actors.tools._sandbox import Sandbox
 
 if TYPE_CHECKING:
     from actors.core.planning import Planning
@@ -33,6 +33,15 @@ class Permission(Enum):
     SHELL = "shell"  # asks in default and acceptEdits modes
 
 
+def protected_dirs(memory_dir: Path, store: Store | None) -> list[Path]:
+    """Directories no tool may read or write: the harness's own state (memory notes, input
+    history, the SQLite store and its -wal, -shm and lock files)."""
+    dirs = [memory_dir]
+    if store is not None:
+        dirs.append(store.memory_dir)
+    return dirs
+
+
 @dataclass
 class ToolContext:
     """Everything a tool may touch. One context per call (``progress`` is per call)."""
@@ -45,18 +54,13 @@ class ToolContext:
     writer: CheckpointClient | None = None  # writes of the running session go through it
     progress: list[str] = field(default_factory=list)
 
-    def resolve(self, path: str) -> Path:
-        """``path`` (relative to the sandbox, or absolute) as a real path inside the sandbox.
+    def protected_dirs(self) -> list[Path]:
+        """Directories no tool may read or write (see :func:`protected_dirs`)."""
+        return protected_dirs(self.memory_dir, self.store)
 
-        Symlinks are resolved first, so a link pointing outside is refused too.
-        """
-        if not isinstance(path, str) or not path or "\x00" in path:
-            raise ToolFailed("Path must be a non-empty string without NUL bytes.")
-        root = self.sandbox.resolve()
-        candidate = (root / Path(path).expanduser()).resolve()
-        if candidate != root and root not in candidate.parents:
-            raise ToolFailed(f"Path '{path}' is outside the sandbox directory {root}.")
-        return candidate
+    def confined(self) -> Sandbox:
+        """The sandbox, walked by file descriptor (blocking: call in a worker thread)."""
+        return Sandbox(self.sandbox, self.protected_dirs())
 
 
 ToolFunction = Callable[[ToolContext, dict[str, Any]], Awaitable[str]]

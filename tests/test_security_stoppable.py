@@ -1,0 +1,201 @@
+"""Every tool can be stopped, and what it reads is bounded: a catastrophic regex, a huge
+one-line file, a thread that will not stop on its own."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from actors.core.events import ToolCallStarted
+from actors.core.messages import INTERRUPTED_NOTICE
+from actors.core.planning import Planning
+from actors.runtime.supervisor import Supervisor
+from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
+from actors.tools import TOOLS, ToolContext
+from actors.tools import files as file_tools
+from actors.tools._threads import Stop, run_stoppable
+from tests.runtime import Recorder, running, settings_for
+
+pytestmark = pytest.mark.anyio
+
+CATASTROPHIC = "(a+)+$"  # exponential backtracking on "aaaa...b"
+STOP_WITHIN = 1.5  # seconds after the cancel, on the event loop's clock (the promise: ~1 s)
+
+
+@pytest.fixture
+def ctx(sandbox: Path, memory_dir: Path) -> ToolContext:
+    return ToolContext(sandbox=sandbox, memory_dir=memory_dir, planning=Planning())
+
+
+def sparse(path: Path, head: bytes, size: int) -> None:
+    """A file of ``size`` bytes: ``head``, then a hole (NUL bytes that take no disk)."""
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(size)
+
+
+async def call(ctx: ToolContext, name: str, **args: Any) -> str:
+    return await TOOLS[name].run(ctx, args)
+
+
+def grep_workers() -> list[int]:
+    """Live children of this process that run the grep worker."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(") ", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"_grep_worker" in cmdline:
+            found.append(int(entry))
+    return found
+
+
+@pytest.fixture
+def evil_text(sandbox: Path) -> Path:
+    path = sandbox / "evil.txt"
+    path.write_text("a" * 60 + "b\n")
+    return path
+
+
+@pytest.mark.slow
+async def test_a_catastrophic_grep_stops_at_a_cancel(ctx: ToolContext, evil_text: Path) -> None:
+    start = anyio.current_time()
+    with anyio.move_on_after(0.5) as scope:
+        await call(ctx, "grep", pattern=CATASTROPHIC)
+    stopped_after = anyio.current_time() - start - 0.5
+    assert scope.cancelled_caught
+    assert stopped_after < STOP_WITHIN, stopped_after
+    assert grep_workers() == []  # killed and reaped
+
+
+@pytest.mark.slow
+async def test_grep_still_answers_ordinary_patterns(ctx: ToolContext, sandbox: Path) -> None:
+    (sandbox / "long.txt").write_text("x" * (2_500_000) + "needle" + "y" * 1_000_000 + "\nz\n")
+    out = await call(ctx, "grep", pattern="needle")
+    assert out.startswith("long.txt:1: …")
+    assert "needle" in out.splitlines()[0] and len(out.splitlines()[0]) < 400
+    assert "searched piece by piece" in out
+    assert await call(ctx, "grep", pattern="^z$") == (
+        "long.txt:2: z\n[1 line(s) longer than 1 MB were searched piece by piece; a match "
+        "across two pieces may be missed.]"
+    )
+
+
+def _tool_results(server: ScriptedServer, index: int) -> list[str]:
+    return [m["content"] for m in server.requests[index]["messages"] if m["role"] == "tool"]
+
+
+@pytest.mark.slow
+async def test_tool_timeout_stops_a_catastrophic_grep(tmp_path: Path) -> None:
+    script = [Reply(tool_calls=[ToolCall("grep", {"pattern": CATASTROPHIC})]), Reply("Slow.")]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url, tool_timeout=0.5)
+        (settings.sandbox_dir / "evil.txt").write_text("a" * 60 + "b\n")
+        async with running(settings) as (sup, _):
+            start = anyio.current_time()
+            result = await sup.run_turn("search")
+            elapsed = anyio.current_time() - start
+        [content] = _tool_results(server, 1)
+    assert result.ok
+    assert "Timed out after 0.5 s" in content
+    assert elapsed < 0.5 + STOP_WITHIN + 1.0, elapsed  # plus two scripted model replies
+    assert grep_workers() == []
+
+
+@pytest.mark.slow
+async def test_abort_stops_a_catastrophic_grep(tmp_path: Path) -> None:
+    script = [Reply(tool_calls=[ToolCall("grep", {"pattern": CATASTROPHIC})]), Reply("ok")]
+    aborted_at: list[float] = []
+
+    def abort_when_searching(event: Any, sup: Supervisor) -> None:
+        if isinstance(event, ToolCallStarted) and event.name == "grep":
+            async def later() -> None:
+                with anyio.fail_after(10):
+                    while not grep_workers():  # noqa: ASYNC110 (nothing to wait on but /proc)
+                        await anyio.sleep(0.01)
+                await anyio.sleep(0.2)  # the worker is matching now
+                aborted_at.append(anyio.current_time())
+                sup.abort()
+            sup._tg_for_tests.start_soon(later)  # type: ignore[attr-defined]
+
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url)
+        (settings.sandbox_dir / "evil.txt").write_text("a" * 60 + "b\n")
+        recorder = Recorder(on_event=abort_when_searching)
+        async with running(settings, recorder=recorder) as (sup, _), \
+                anyio.create_task_group() as tg:
+            sup._tg_for_tests = tg  # type: ignore[attr-defined]
+            with anyio.fail_after(20):
+                result = await sup.run_turn("search")
+            returned_at = anyio.current_time()
+            [content] = [m["content"] for m in sup.messages if m["role"] == "tool"]
+    assert result.outcome == "interrupted"
+    assert returned_at - aborted_at[0] < STOP_WITHIN
+    assert INTERRUPTED_NOTICE in content
+    assert grep_workers() == []
+
+
+async def test_an_abandoned_thread_returns_at_once_and_ends_on_its_own() -> None:
+    ended = threading.Event()
+    checks = 0
+
+    def forever(stop: Stop) -> None:
+        nonlocal checks
+        try:
+            while True:
+                stop.check()
+                checks += 1
+                time.sleep(0.005)
+        finally:
+            ended.set()
+
+    start = anyio.current_time()
+    with anyio.move_on_after(0.2) as scope:
+        await run_stoppable(forever)
+    assert scope.cancelled_caught
+    assert anyio.current_time() - start < 0.2 + STOP_WITHIN
+    assert await anyio.to_thread.run_sync(ended.wait, 10)
+    assert checks > 0
+
+
+async def test_read_file_of_a_huge_one_line_file_reads_a_bounded_amount(
+    ctx: ToolContext, sandbox: Path
+) -> None:
+    sparse(sandbox / "huge.txt", b"x" * 100_000, 1024**3)  # 1 GiB, one line, no disk used
+    tracemalloc.start()
+    try:
+        out = await call(ctx, "read_file", path="huge.txt")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 1024 * 1024, peak
+    assert len(out.encode()) <= file_tools.READ_CAP_BYTES + 300
+    assert "Line 1 is longer than" in out and "read on with offset=2" in out
+
+
+async def test_read_file_gives_up_looking_for_a_far_offset(
+    ctx: ToolContext, sandbox: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_tools, "MAX_SCAN_BYTES", 4 * 1024 * 1024)
+    sparse(sandbox / "huge.txt", b"first\n", 64 * 1024 * 1024)  # then one line of NULs
+    tracemalloc.start()
+    try:
+        out = await call(ctx, "read_file", path="huge.txt", offset=3)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 1024 * 1024, peak
+    assert out.startswith("(read 4 MB, 2 lines, without reaching line 3")
