@@ -141,7 +141,7 @@ async def test_abort_stops_a_catastrophic_grep(tmp_path: Path) -> None:
             with anyio.fail_after(20):
                 result = await sup.run_turn("search")
             returned_at = anyio.current_time()
-            [content] = [m["content"] for m in sup.messages if m["role"] == "tool"]
+            [content] = [m["content"] for m in sup.snapshot().messages if m["role"] == "tool"]
     assert result.outcome == "interrupted"
     assert returned_at - aborted_at[0] < STOP_WITHIN
     assert INTERRUPTED_NOTICE in content
