@@ -52,12 +52,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from _json_baseline import JsonSessionStore  # beside this script: run it as benchmarks/store.py
 
-from actors.store import SessionStore, Store  # noqa: E402
-from benchmarks._json_baseline import JsonSessionStore  # noqa: E402
+from actors.store import SqliteStore, Store
 
 SEED = 20240611
 RARE_WORDS = ("kafka", "rebalance")
@@ -345,7 +342,7 @@ def bench_checkpoints(
     ah_dir, js_dir = work / "harness-ckpt", work / "notes-ckpt"
     sessions: dict[int, tuple[str, list[dict[str, Any]]]] = {}
     extra_pairs: dict[int, list[list[dict[str, Any]]]] = {}
-    stores: dict[str, Callable[[], Store]] = {"sqlite": lambda: SessionStore(ah_dir)}
+    stores: dict[str, Callable[[], Store]] = {"sqlite": lambda: SqliteStore(ah_dir)}
     if pg is not None:
         stores["postgresql"] = lambda: pg.store("ckpt", work / "pg-memory")
     opened = {kind: make() for kind, make in stores.items()}
@@ -509,7 +506,7 @@ def bench_list_search(
         "first": "We also looked at the kafka topic retention settings.",
         "second": "The shard rebalance finished and the nodes look healthy.",
     }
-    store = SessionStore(ah_dir)
+    store = SqliteStore(ah_dir)
     pg_store = None if pg is None else pg.store("many", work / "pg-memory")
     baseline = JsonSessionStore(js_dir)
     _log(f"setup: {cfg.sessions:,} sessions of {cfg.messages_per_session} messages")
