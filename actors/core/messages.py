@@ -26,8 +26,9 @@ def to_plain(message: Any) -> Message:
     if isinstance(message, dict):
         return message
     dump = getattr(message, "model_dump", None)
-    if dump is not None:
-        return dump(exclude_none=True)
+    plain = dump(exclude_none=True) if dump is not None else None
+    if isinstance(plain, dict):
+        return plain
     raise TypeError(f"Cannot persist message of type {type(message).__name__}")
 
 
