@@ -665,7 +665,7 @@ class Torture:
                 if ran:
                     figures.ran_but_reported_not_executed += 1
                     self.problem(f"{call_id} ran but is answered 'not executed'")
-            elif "[exit code 0]" in content and not ran:
+            elif "exit status 0" in content.split("\n", 2)[:2] and not ran:
                 figures.reported_done_but_never_ran += 1
                 self.problem(f"{call_id} is answered as done but never wrote its token")
 

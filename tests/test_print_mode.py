@@ -124,7 +124,10 @@ def test_kill_9_during_a_tool_then_resume_is_valid(
         child = int(wait_for(pid_file))
         run.proc.send_signal(signal.SIGKILL)
         run.finish()
-    os.kill(child, signal.SIGKILL)  # kill -9 leaves the command behind: nothing can clean up
+    deadline = time.monotonic() + 10  # the command's guardian kills its group: nothing is left
+    while pid_alive(child) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not pid_alive(child)
     with ScriptedServer([Reply("Recovered.")]) as server:
         result = harness("--resume", run.session_id, "-p", "what happened?", *args_for(server),
                          memory_dir=memory_dir, cwd=project, env=env_for(backend))

@@ -62,9 +62,10 @@ def pgid_from(text: str) -> int:
 
 async def test_output_and_exit_code(ctx: ToolContext, sandbox: Path) -> None:
     out = await run(ctx, "echo out; echo err >&2; pwd; exit 3")
-    assert out == f"out\nerr\n{sandbox}\n[exit code 3]"
-    assert await run(ctx, "printf 'no newline'") == "no newline\n[exit code 0]"
-    assert await run(ctx, "true") == "[exit code 0]"
+    assert out == f"exit status 3\nout\nerr\n{sandbox}"
+    assert await run(ctx, "printf 'no newline'") == "exit status 0\nno newline"
+    assert await run(ctx, "true") == "exit status 0"
+    assert await run(ctx, "printf 'blank lines\\n\\n\\n'") == "exit status 0\nblank lines\n\n"
 
 
 async def test_progress_receives_the_output(ctx: ToolContext) -> None:
@@ -75,17 +76,17 @@ async def test_progress_receives_the_output(ctx: ToolContext) -> None:
 async def test_stdin_is_empty(ctx: ToolContext) -> None:
     # A command reading stdin gets end-of-file at once instead of hanging.
     with anyio.fail_after(10):
-        assert await run(ctx, "cat; echo done") == "done\n[exit code 0]"
+        assert await run(ctx, "cat; echo done") == "exit status 0\ndone"
 
 
 async def test_killed_by_a_signal(ctx: ToolContext) -> None:
-    assert await run(ctx, "kill -9 $$") == "[exit code -9: killed by SIGKILL]"
+    assert await run(ctx, "kill -9 $$") == "exit status 137 (killed by SIGKILL)"
 
 
 async def test_background_jobs_do_not_outlive_the_call(ctx: ToolContext) -> None:
     with anyio.fail_after(10):  # the background job holds the pipe: it must be stopped
         out = await run(ctx, "echo pgid=$$; sleep 30 & echo started")
-    assert out.endswith("started\n[exit code 0]")
+    assert out.startswith("exit status 0\n") and out.endswith("started")
     assert await survivors(pgid_from(out)) == []
 
 
@@ -118,8 +119,8 @@ async def test_huge_output_keeps_its_start_and_end(
     monkeypatch.setattr(shell_tool, "HEAD_CHARS", 100)
     monkeypatch.setattr(shell_tool, "TAIL_CHARS", 50)
     out = await run(ctx, "seq 1 10000")
-    assert out.startswith("1\n2\n3\n")
-    assert out.endswith("9999\n10000\n[exit code 0]")
+    assert out.startswith("exit status 0\n1\n2\n3\n")
+    assert out.endswith("9999\n10000")
     assert "characters omitted" in out
     assert len(out) < 400
     assert len("".join(ctx.progress)) < 200

@@ -30,7 +30,7 @@ USER = {"role": "user", "content": "continue the task (run 0)"}
 CALL = {"role": "assistant", "content": None, "tool_calls": [
     {"id": "call_0_0", "type": "function",
      "function": {"name": "run_bash", "arguments": '{"command": "true"}'}}]}
-RESULT = {"role": "tool", "tool_call_id": "call_0_0", "content": "[exit code 0]"}
+RESULT = {"role": "tool", "tool_call_id": "call_0_0", "content": "exit status 0"}
 
 
 def test_torture_run_loses_nothing(tmp_path: Path) -> None:

@@ -33,6 +33,16 @@ class Permission(Enum):
     SHELL = "shell"  # asks in default and acceptEdits modes
 
 
+@dataclass(frozen=True)
+class ProcessGroup:
+    """A process group a tool started: its id and its leader's start time (clock ticks since
+    boot, from /proc; None where unknown), which tell the group apart from a later one that
+    reuses the id."""
+
+    pgid: int
+    leader_start_time: int | None
+
+
 def protected_dirs(memory_dir: Path, store: Store | None) -> list[Path]:
     """Directories no tool may read or write: the harness's own state (memory notes, input
     history, the SQLite store and its -wal, -shm and lock files)."""
@@ -53,6 +63,8 @@ class ToolContext:
     session_id: str | None = None
     writer: CheckpointClient | None = None  # writes of the running session go through it
     progress: list[str] = field(default_factory=list)
+    on_process_group: Callable[[ProcessGroup], Awaitable[None]] | None = None
+    """Told about each process group a tool starts, as soon as it runs (run_bash)."""
 
     def protected_dirs(self) -> list[Path]:
         """Directories no tool may read or write (see :func:`protected_dirs`)."""
