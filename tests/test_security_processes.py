@@ -130,7 +130,8 @@ async def test_the_process_group_is_reported_as_soon_as_it_runs(ctx: ToolContext
         seen.append(group)
 
     ctx.on_process_group = record
-    out = await TOOLS["run_bash"].run(ctx, {"command": "echo $$"})
+    # (a command that has already ended when it is looked at has no start time: None)
+    out = await TOOLS["run_bash"].run(ctx, {"command": "echo $$; sleep 0.3"})
     [group] = seen
     assert out == f"exit status 0\n{group.pgid}"
     assert isinstance(group.leader_start_time, int) and group.leader_start_time > 0

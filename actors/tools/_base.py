@@ -36,8 +36,8 @@ class Permission(Enum):
 @dataclass(frozen=True)
 class ProcessGroup:
     """A process group a tool started: its id and its leader's start time (clock ticks since
-    boot, from /proc; None where unknown), which tell the group apart from a later one that
-    reuses the id."""
+    boot, from /proc; None where unknown or when the leader had already ended), which tell
+    the group apart from a later one that reuses the id."""
 
     pgid: int
     leader_start_time: int | None
