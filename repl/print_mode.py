@@ -28,26 +28,37 @@ from actors.runtime.supervisor import Supervisor, TurnResult
 from actors.store import Store
 from repl.interactive.render import preview, readable_arguments
 
+DRAIN_SECONDS = 1
+
 
 async def _report(
-    events: MemoryObjectReceiveStream[Event], err: TextIO, mode: str
+    events: MemoryObjectReceiveStream[Event], err: TextIO, mode: str, drained: anyio.Event
 ) -> None:
-    async with events:
-        async for event in events:
-            if isinstance(event, SessionOpened):
-                print(f"Session: {event.session_id}", file=err, flush=True)
-            elif isinstance(event, ApprovalRequest):
-                print(f"[denied] {event.description} (print mode cannot ask; "
-                      f"--mode {mode} requires approval)", file=err)
-                async with event.reply:
-                    await event.reply.send(False)
-            elif isinstance(event, ToolCallStarted):
-                arguments = preview(readable_arguments(event.arguments), 200)
-                print(f"[tool] {event.name}({arguments})", file=err)
-            elif isinstance(event, ToolCallFinished) and not event.ok:
-                print(f"[tool] {event.name}: {event.preview}", file=err)
-            elif isinstance(event, Notice):
-                print(f"harness: {event.text}", file=err)
+    try:
+        async with events:
+            async for event in events:
+                _show(event, err)
+                if isinstance(event, ApprovalRequest):
+                    print(f"[denied] {event.description} (print mode cannot ask; "
+                          f"--mode {mode} requires approval)", file=err)
+                    async with event.reply:
+                        await event.reply.send(False)
+    finally:
+        drained.set()
+
+
+def _show(event: Event, err: TextIO) -> None:
+    """Diagnostics on stderr; text and reasoning deltas are not shown (the answer is printed
+    whole at the end, the reasoning never)."""
+    if isinstance(event, SessionOpened):
+        print(f"Session: {event.session_id}", file=err, flush=True)
+    elif isinstance(event, ToolCallStarted):
+        arguments = preview(readable_arguments(event.arguments), 200)
+        print(f"[tool] {event.name}({arguments})", file=err)
+    elif isinstance(event, ToolCallFinished) and not event.ok:
+        print(f"[tool] {event.name}: {event.preview}", file=err)
+    elif isinstance(event, Notice):
+        print(f"harness: {event.text}", file=err)
 
 
 async def run_print_mode(
@@ -62,15 +73,18 @@ async def run_print_mode(
 ) -> int:
     send, receive = anyio.create_memory_object_stream[Event](256)
     result = TurnResult("interrupted", "stopped by a signal")
+    drained = anyio.Event()
     async with Supervisor.open(
         settings, store, events=send, resume=resume, continue_latest=continue_latest
     ) as sup, anyio.create_task_group() as tg:
-        tg.start_soon(_report, receive, err, settings.mode.value)
+        tg.start_soon(_report, receive, err, settings.mode.value, drained)
         await tg.start(_watch_signals, sup, tg.cancel_scope)
         try:
             result = await sup.run_turn(prompt)
         finally:
-            send.close()
+            send.close()  # the events sent so far are still shown (a notice of the end)
+            with anyio.move_on_after(DRAIN_SECONDS, shield=True):
+                await drained.wait()
             tg.cancel_scope.cancel()
     if result.ok:
         print(result.text, file=out, flush=True)

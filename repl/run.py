@@ -15,6 +15,7 @@ import anyio
 
 from actors.core.config import Settings
 from actors.core.errors import UsageError
+from actors.model import base_url_problem
 from actors.runtime.supervisor import Supervisor
 from actors.store import Store
 from repl.print_mode import run_print_mode
@@ -52,6 +53,9 @@ async def compact_session(settings: Settings, store: Store, session_id: str) -> 
 def run_agent(args: argparse.Namespace, settings: Settings, store: Store) -> int:
     if not settings.sandbox_dir.is_dir():
         raise UsageError(f"--sandbox-dir {settings.sandbox_dir} is not a directory.")
+    problem = base_url_problem(settings.base_url)  # a URL nothing could answer at
+    if problem is not None:
+        raise UsageError(problem)
     if args.compact_id:
         return anyio.run(partial(compact_session, settings, store, args.compact_id),
                          backend=_backend())

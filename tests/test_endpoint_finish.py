@@ -19,7 +19,7 @@ pytestmark = pytest.mark.anyio
 
 async def test_an_answer_cut_at_the_output_limit_is_kept_with_a_warning(tmp_path: Path) -> None:
     with ScriptedServer([Reply("The first half of", finish_reason="length")],
-                        flavour=Ollama()) as server:
+                        flavour=Ollama(context_length=32768)) as server:
         async with running(settings_for(tmp_path, server.base_url)) as (sup, rec):
             result = await sup.run_turn("Explain.")
     assert result.outcome == "answered" and result.text == "The first half of"

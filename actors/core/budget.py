@@ -44,6 +44,17 @@ def estimate_tools(tools: Sequence[dict[str, Any]] | None) -> int:
         // CHARS_PER_TOKEN
 
 
+TRUNCATED_SHARE = 0.5  # reported below half the estimate ...
+TRUNCATED_MARGIN = 1000  # ... and by at least this many tokens: the server cut the prompt
+
+
+def prompt_truncated(reported: int, estimated: int) -> bool:
+    """Whether the server's ``prompt_tokens`` is so far below the harness's own estimate of
+    the request that the server must have cut it (ollama drops the oldest messages of a
+    prompt longer than its context, silently, and reports what it kept)."""
+    return reported < estimated * TRUNCATED_SHARE and estimated - reported >= TRUNCATED_MARGIN
+
+
 @dataclass
 class ContextEstimator:
     """The context size in tokens: the last reported prompt size plus an estimate of the rest."""

@@ -56,3 +56,4 @@ class Settings:
     max_context_tokens: int = 24_000
     compact_threshold: float = 0.8
     max_output_bytes: int = 32 * 1024
+    preflight: bool = False  # check the endpoint in the background at start (the REPL does)

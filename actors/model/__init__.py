@@ -8,6 +8,7 @@ answer), ``_assembly`` (chunks back into one message), ``_classify`` (every fail
 actor).
 """
 
+from actors.model._endpoint import base_url_problem
 from actors.model._protocol import (
     CUT_ANSWER_NOTICE,
     CUT_CALL_RESULT,
@@ -26,4 +27,5 @@ __all__ = [
     "ModelOutcome",
     "ModelRequest",
     "RetryPolicy",
+    "base_url_problem",
 ]

@@ -17,6 +17,10 @@ Server = Literal["ollama", "llama.cpp", "vllm", "unknown"]
 OLLAMA_PORT = 11434
 LLAMACPP_PORT = 8080
 VLLM_PORT = 8000
+_PORTS: dict[int, Server] = {OLLAMA_PORT: "ollama", LLAMACPP_PORT: "llama.cpp",
+                             VLLM_PORT: "vllm"}
+_OWNERS: dict[str, Server] = {"vllm": "vllm", "llamacpp": "llama.cpp", "library": "ollama",
+                              "ollama": "ollama"}
 
 
 def check_base_url(url: str) -> None:
@@ -48,6 +52,15 @@ def check_base_url(url: str) -> None:
         raise EndpointUnreachable("the URL has no host", endpoint=text,
                                   hint="Use e.g. --base-url http://localhost:11434/v1")
     del port
+
+
+def base_url_problem(url: str) -> str | None:
+    """What is wrong with ``--base-url``, as one line for the user (None: nothing)."""
+    try:
+        check_base_url(url)
+    except EndpointUnreachable as exc:
+        return f"--base-url {url.strip()}: {exc.what}." + (f" {exc.hint}." if exc.hint else "")
+    return None
 
 
 def root_url(base_url: str) -> str:
@@ -98,9 +111,7 @@ class Endpoint:
                 continue
             ids.append(str(item["id"]))
             owner = str(item.get("owned_by", "")).lower()
-            if self.server == "unknown" or owner in ("vllm", "llamacpp", "library", "ollama"):
-                self.server = {"vllm": "vllm", "llamacpp": "llama.cpp", "library": "ollama",
-                               "ollama": "ollama"}.get(owner, self.server)  # type: ignore[assignment]
+            self.server = _OWNERS.get(owner, self.server)
             if str(item["id"]) == self.model and isinstance(item.get("max_model_len"), int):
                 self.context_length = item["max_model_len"]
                 self.context_source = "max_model_len in /v1/models"
@@ -108,9 +119,9 @@ class Endpoint:
         return ids
 
     def has_model(self) -> bool | None:
-        """Whether the listed models include ours (None: nothing listed). ollama lists
-        ``gemma4:latest`` for ``gemma4``."""
-        if not self.models:
+        """Whether the listed models include ours (None: nothing listed, or llama.cpp, which
+        serves its one model under any name). ollama lists ``gemma4:latest`` for ``gemma4``."""
+        if not self.models or self.server == "llama.cpp":
             return None
         wanted = {self.model, self.model + ":latest"} if ":" not in self.model else {self.model}
         return bool(wanted & set(self.models))
@@ -140,5 +151,4 @@ def guess_server(base_url: str) -> Server:
         port = urlsplit(base_url).port
     except ValueError:
         return "unknown"
-    return {OLLAMA_PORT: "ollama", LLAMACPP_PORT: "llama.cpp", VLLM_PORT: "vllm"}.get(
-        port or 0, "unknown")  # type: ignore[return-value]
+    return _PORTS.get(port or 0, "unknown")

@@ -12,10 +12,18 @@ Failures: every exception inside a request becomes an outcome whose ``error`` is
 request. Retries follow :mod:`actors.model._retry` (5xx, 429 and broken streams a few times
 with backoff; 4xx and known server configuration never), all inside ``--llm-timeout``.
 
+Start-up check (``preflight``, for the interactive prompt): in the background, without
+delaying anything, the actor lists the endpoint's models and learns the context the server
+really uses (:mod:`actors.model._preflight`), and warns at once (a :class:`Notice`) when the
+endpoint is unreachable, the model is missing, or the context is smaller than
+``--max-context-tokens``. After the first answer it checks the context once more (ollama
+loads the model then), and after every answer it compares the reported prompt size with its
+own estimate: a server that cut the prompt is reported. Each warning is given once.
+
 Cancellation: a request bound to a turn runs inside ``turn.scope()``. When the turn is
 cancelled the stream is closed and the actor answers ``interrupted`` with the answer text
 received so far; it never raises into the supervisor. Closing the inbox cancels requests
-still running (a background summary call) and the start-up check.
+still running (a background summary call) and the background checks.
 """
 
 from __future__ import annotations
@@ -27,10 +35,11 @@ import anyio
 import openai
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from actors.core.budget import Usage, estimate_messages, estimate_tools
+from actors.core.budget import Usage, estimate_messages, estimate_tools, prompt_truncated
 from actors.core.errors import EndpointTimeout, ModelError, ModelNotFound, RequestRefused
 from actors.core.events import (
     Event,
+    EventSink,
     Notice,
     ReasoningDelta,
     ReasoningRevealed,
@@ -40,8 +49,15 @@ from actors.core.events import (
 from actors.core.mailbox import answer
 from actors.model._assembly import Assembly, call_ids_in
 from actors.model._classify import from_exception
-from actors.model._endpoint import Endpoint, check_base_url
+from actors.model._endpoint import Endpoint, check_base_url, root_url
 from actors.model._http import http
+from actors.model._preflight import (
+    context_warning,
+    get_json,
+    llamacpp_context,
+    ollama_context,
+    truncation_warning,
+)
 from actors.model._protocol import ModelOutcome, ModelRequest
 from actors.model._reasoning import Piece
 from actors.model._retry import RetryPolicy, Sleep, with_retries
@@ -73,6 +89,9 @@ class ModelClient:
         client: openai.AsyncOpenAI | None = None,
         retry: RetryPolicy | None = None,
         sleep: Sleep = anyio.sleep,
+        events: EventSink | None = None,
+        preflight: bool = False,
+        context_budget: int | None = None,
     ) -> None:
         self.base_url = base_url
         self.model = model
@@ -83,6 +102,12 @@ class ModelClient:
         self._api_key = api_key
         self._client = client
         self._include_usage = True
+        self._events = events or EventSink(None)
+        self._preflight = preflight
+        self._budget = context_budget
+        self._warned: set[str] = set()
+        self._context_checked = False
+        self._background: anyio.abc.TaskGroup | None = None
 
     def _http_client(self) -> openai.AsyncOpenAI:
         if self._client is None:
@@ -102,7 +127,10 @@ class ModelClient:
         still running then (a background compaction's summary call) are cancelled."""
         try:
             async with inbox, anyio.create_task_group() as tg:
+                self._background = tg
                 task_status.started()
+                if self._preflight:
+                    tg.start_soon(self.check_endpoint)
                 async for request in inbox:
                     tg.start_soon(self._serve, request)
                 tg.cancel_scope.cancel()  # closing: nobody waits for requests still running
@@ -196,10 +224,14 @@ class ModelClient:
                 endpoint=self.base_url, hint="Raise --llm-timeout if the model is slow.",
             ))
         message = assembly.message()
-        usage = assembly.usage or Usage(
-            estimate_messages(request.messages) + estimate_tools(request.tools),
-            estimate_messages([message]), estimated=True,
-        )
+        estimated = estimate_messages(request.messages) + estimate_tools(request.tools)
+        usage = assembly.usage or Usage(estimated, estimate_messages([message]), estimated=True)
+        if assembly.usage is not None and prompt_truncated(usage.prompt_tokens, estimated):
+            await self._warn("truncated", truncation_warning(
+                self.endpoint, usage.prompt_tokens, estimated), request)
+        if not self._context_checked and self._background is not None:
+            self._context_checked = True
+            self._background.start_soon(self._check_context)
         return ModelOutcome(message=message, usage=usage, finish_reason=assembly.finish_reason,
                             reasoning=assembly.reasoning_text())
 
@@ -232,6 +264,75 @@ class ModelClient:
     async def _emit(request: ModelRequest, event: Event) -> None:
         if request.events is not None:
             await request.events.send(event)
+
+    # -- what the endpoint tells about itself ---------------------------------------------
+
+    async def _warn(self, key: str, text: str, request: ModelRequest | None = None) -> None:
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        sink = request.events if request is not None and request.events else self._events
+        await sink.send(Notice(text, "warning"))
+
+    async def check_endpoint(self) -> None:
+        """The start-up check (see the module docstring): warnings only, never raises.
+        :meth:`run` starts it in the background when ``preflight`` is set."""
+        try:
+            check_base_url(self.base_url)
+        except ModelError as error:
+            await self._warn("unreachable", str(error))
+            return
+        payload, unreachable = await self._fetch_models()
+        if unreachable is not None:
+            await self._warn("unreachable", str(unreachable))
+            return
+        if payload is not None:
+            self.endpoint.learn_from_models(payload)
+        if self.endpoint.has_model() is False:
+            missing = ModelNotFound(self.model, "not in its list of models",
+                                    available=self.endpoint.models, endpoint=self.base_url,
+                                    hint=self.endpoint.pull_hint())
+            await self._warn("model", str(missing))
+        if self.endpoint.server == "unknown" and isinstance(
+                await get_json(self._http_client(), f"{root_url(self.base_url)}/api/version"),
+                dict):
+            self.endpoint.server = "ollama"
+        await self._learn_context()
+
+    async def _fetch_models(self) -> tuple[Any, ModelError | None]:
+        """The ``/v1/models`` answer, or why the endpoint could not be reached."""
+        with anyio.move_on_after(LIST_SECONDS):
+            try:
+                response = await self._http_client().get("/models", cast_to=http.Response)
+                return response.json(), None
+            except openai.APIStatusError:  # reachable, but lists no models: nothing to check
+                return None, None
+            except ValueError:
+                return None, None
+            except Exception as exc:
+                return None, from_exception(exc, self.endpoint, streaming=False)
+        return None, None
+
+    async def _check_context(self) -> None:
+        """After the first answer: the context, if the start-up check could not tell."""
+        if self.endpoint.context_length is None:
+            await self._learn_context()
+
+    async def _learn_context(self) -> None:
+        if self._budget is None:
+            return
+        client = self._http_client()
+        server = self.endpoint.server
+        if server == "ollama":
+            await ollama_context(client, self.endpoint)
+        elif server == "llama.cpp":
+            await llamacpp_context(client, self.endpoint)
+        elif server == "vllm" and self.endpoint.context_length is None:
+            payload, _ = await self._fetch_models()
+            self.endpoint.learn_from_models(payload)
+        warning = context_warning(self.endpoint, self._budget)
+        if warning is not None:
+            await self._warn("context", warning)
 
 
 __all__ = ["ModelClient", "ModelOutcome", "ModelRequest"]

@@ -248,7 +248,9 @@ class Supervisor:
         tools_send, tools_receive = anyio.create_memory_object_stream[ToolBatch](1)
         compact_send, compact_receive = anyio.create_memory_object_stream[CompactRequest](1)
         model = ModelClient(base_url=settings.base_url, api_key=settings.api_key,
-                            model=settings.model, timeout=settings.llm_timeout)
+                            model=settings.model, timeout=settings.llm_timeout,
+                            events=self._events, preflight=settings.preflight,
+                            context_budget=settings.max_context_tokens)
         executor = ToolExecutor(
             mode=settings.mode, timeout=settings.tool_timeout,
             max_output_bytes=settings.max_output_bytes, sandbox=settings.sandbox_dir,

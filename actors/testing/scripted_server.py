@@ -312,6 +312,9 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         path = self._route()
         if path == "/v1/models":
+            if owner.models_gate is not None:  # held until the test opens it (or closing)
+                while not owner.models_gate.wait(0.05) and not owner._closing.is_set():
+                    pass
             self._send_json(200, self.flavour.models_payload(owner.models))
             return
         answer = self.flavour.get(path, owner.models)
@@ -427,6 +430,7 @@ class ScriptedServer:
 
     A request the flavour's server would refuse before running the model (an unknown model,
     tools without ``--jinja``) is answered as that server does and consumes no step.
+    ``models_gate``: ``GET /v1/models`` waits until this event is set (a slow endpoint).
     """
 
     def __init__(
@@ -437,8 +441,10 @@ class ScriptedServer:
         check_tool_pairing: bool = False,
         port: int = 0,
         flavour: Flavour | None = None,
+        models_gate: threading.Event | None = None,
     ) -> None:
         self.flavour = flavour or Flavour()
+        self.models_gate = models_gate
         self.models = list(models) if models is not None else self.flavour.default_models()
         self.refusals: list[JSON] = []
         self.check_tool_pairing = check_tool_pairing

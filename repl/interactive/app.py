@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -151,6 +152,7 @@ class Repl:
 
     def _greet(self, opened: SessionOpened) -> None:
         print(f"Session:          {opened.session_id}")
+        print(f"Model:            {self.settings.model} at {self.settings.base_url}")
         print(f"Memory directory: {self.settings.memory_dir}")
         if opened.resumed:
             print(f"Resumed with {opened.context_messages} messages in context.")
@@ -250,5 +252,8 @@ def run_repl(
     if not sys.stdin.isatty():  # pragma: no cover - print mode handles pipes
         raise SystemExit("harness: the interactive prompt needs a terminal; use -p")
     create_history_file(settings.memory_dir)
+    # The endpoint is checked in the background while the prompt is shown: its warnings
+    # (not running, model not pulled, context too small) arrive as notices.
+    settings = dataclasses.replace(settings, preflight=True)
     return anyio.run(partial(_main, settings, store, resume, continue_latest),
                      backend="asyncio")

@@ -46,6 +46,10 @@ class Flavour:
     name = "openai"
     reasoning_field = "reasoning_content"  # where a scripted reasoning goes (DeepSeek's API)
     usage_counts_tools = False
+    send_usage = True  # False: a server that never reports usage
+
+    def __init__(self, *, send_usage: bool = True) -> None:
+        self.send_usage = send_usage
 
     # -- identity --------------------------------------------------------------------------
 
@@ -122,7 +126,7 @@ class Flavour:
             yield {**self.base(step, body), "choices": [], "usage": self.usage(step, body)}
 
     def wants_usage(self, body: JSON) -> bool:
-        return bool((body.get("stream_options") or {}).get("include_usage"))
+        return self.send_usage and bool((body.get("stream_options") or {}).get("include_usage"))
 
     def usage(self, step: Reply, body: JSON) -> JSON:
         if step.usage is not None:

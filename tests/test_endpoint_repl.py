@@ -1,0 +1,80 @@
+"""The REPL with real endpoints, in a pseudo-terminal: the banner names the endpoint and the
+model, the start-up check warns without holding up the prompt, reasoning is shown dimmed."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from actors.testing.flavours import LlamaCpp, Ollama
+from actors.testing.scripted_server import Reply, ScriptedServer
+from tests.test_endpoint_failures import free_port
+from tests.test_repl import PROMPT, Terminal, start
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def terminals() -> Iterator[list[Terminal]]:
+    opened: list[Terminal] = []
+    yield opened
+    for terminal in opened:
+        if terminal.child.isalive():
+            terminal.child.terminate(force=True)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
+
+
+def test_the_prompt_comes_before_the_check_and_its_warning_after(
+    terminals: list[Terminal], memory_dir: Path, project: Path
+) -> None:
+    gate = threading.Event()
+    with ScriptedServer([], flavour=Ollama(), models=["qwen3:8b"], models_gate=gate) as server:
+        terminal = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        # The prompt is up while GET /v1/models is still held by the server.
+        banner = terminal.log.getvalue()
+        assert f"Model:            gemma4 at {server.base_url}" in banner
+        assert not gate.is_set()
+        gate.set()
+        terminal.expect(r"warning: Model 'gemma4' is not available at \S+ \(not in its list "
+                        r"of models\)\. Pull it with 'ollama pull gemma4'\. Models there: "
+                        r"qwen3:8b\.")
+        terminal.say("hello")
+        terminal.expect(r"Error: Model 'gemma4' is not available at \S+ \(HTTP 404: model "
+                        r"'gemma4' not found\)")
+        terminal.expect(PROMPT)
+        assert terminal.exit() == 0
+    assert "Traceback" not in terminal.log.getvalue()
+
+
+def test_an_unreachable_endpoint_is_warned_at_the_prompt(
+    terminals: list[Terminal], memory_dir: Path, project: Path
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    terminal = start(terminals, memory_dir, project, "--base-url", url)
+    terminal.expect(r"warning: Cannot reach the model endpoint \S+: connection refused\. Is "
+                    r"the server running\?")
+    assert terminal.exit() == 0
+
+
+def test_reasoning_is_shown_dimmed_before_the_answer(
+    terminals: list[Terminal], memory_dir: Path, project: Path
+) -> None:
+    reply = Reply("Forty-two.", reasoning="The user asks the question of everything.")
+    with ScriptedServer([reply], flavour=LlamaCpp()) as server:
+        terminal = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        terminal.say("What is the answer?")
+        terminal.expect(r"\x1b\[2mThinking: The user asks the question of everything\.")
+        terminal.expect(r"Assistant: Forty-two\.")
+        terminal.expect(PROMPT)
+        assert terminal.exit() == 0
+    sent = server.requests[0]["messages"]
+    assert all("question of everything" not in str(m.get("content")) for m in sent)
