@@ -3,10 +3,10 @@ harness's own state directory inside the sandbox, files that run commands, FIFOs
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import threading
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from actors.core.planning import Planning
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.tools import TOOLS, ToolContext, validate_arguments
+from tests.clitools import REPO
 from tests.runtime import Recorder, running, settings_for
 
 pytestmark = pytest.mark.anyio
@@ -99,63 +100,42 @@ async def test_a_write_keeps_the_files_mode(ctx: ToolContext, sandbox: Path) -> 
 
 
 class Swapper:
-    """A thread that keeps replacing ``path`` (atomically, by rename) with a symlink to
-    ``target`` and then with a real file or directory, until stopped."""
+    """Another process (tests/programs/swapper.py) that keeps replacing ``path`` with a
+    symlink to ``target`` and back with a real file or directory, until the block ends."""
 
     def __init__(self, path: Path, target: Path, directory: bool) -> None:
-        self.path, self.target, self.directory = path, target, directory
+        self.args = [str(path), str(target), "dir" if directory else "file"]
         self.swaps = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        if self.directory:
-            self._run_directory()
-            return
-        link, real = self.path.with_name(".swap-link"), self.path.with_name(".swap-real")
-        while not self._stop.is_set():
-            for make in (self._make_link, self._make_real):
-                with_name = link if make == self._make_link else real
-                try:
-                    make(with_name)
-                    os.rename(with_name, self.path)
-                except OSError:
-                    continue  # a directory cannot be renamed over a non-empty one, etc.
-                self.swaps += 1
-
-    def _run_directory(self) -> None:
-        """A directory cannot be renamed over a symlink: move it aside, link, and back."""
-        aside = self.path.with_name(".swap-real")
-        while not self._stop.is_set():
-            for step in (
-                lambda: os.rename(self.path, aside),
-                lambda: os.symlink(self.target, self.path),
-                lambda: os.unlink(self.path),
-                lambda: os.rename(aside, self.path),
-            ):
-                try:
-                    step()
-                    self.swaps += 1
-                except OSError:
-                    pass
-
-    def _make_link(self, name: Path) -> None:
-        if not name.is_symlink():
-            name.symlink_to(self.target)
-
-    def _make_real(self, name: Path) -> None:
-        if self.directory:
-            name.mkdir(exist_ok=True)
-        else:
-            name.write_text("inside\n")
 
     def __enter__(self) -> Swapper:
-        self._thread.start()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.programs.swapper", *self.args], cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)}, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        )
+        assert self.process.stdout is not None
+        assert self.process.stdout.readline() == "ready\n"
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
+        out, _ = self.process.communicate(timeout=10)
+        self.swaps = int(out.strip() or 0)
+
+
+async def race(attempt: Any, swapper: Swapper, enough: int = 40) -> tuple[int, int]:
+    """Run ``attempt()`` until it has both succeeded and been refused ``enough`` times each
+    (or 3,000 attempts): a write that met a real file, and one that met the swapped link."""
+    done = refused = 0
+    with anyio.fail_after(120):
+        for _ in range(3000):
+            try:
+                await attempt()
+                done += 1
+            except ToolFailed:
+                refused += 1
+            if done >= enough and refused >= enough:
+                break
+    return done, refused
 
 
 @pytest.fixture
@@ -168,47 +148,54 @@ def swap_file(sandbox: Path, outside: Path) -> Iterator[Swapper]:
 async def test_a_symlink_swapped_in_during_writes_never_reaches_the_outside_file(
     ctx: ToolContext, outside: Path, swap_file: Swapper
 ) -> None:
-    written = failed = 0
-    for i in range(300):
+    turn = 0
+
+    async def write_or_edit() -> None:
+        nonlocal turn
+        turn += 1
         try:
-            if i % 2:
+            if turn % 2:
                 await call(ctx, "write_file", path="target.txt", content="overwritten\n")
             else:
                 await call(ctx, "edit_file", path="target.txt", old_string="inside",
                            new_string="edited")
-            written += 1
-        except ToolFailed:
-            failed += 1  # met the link: refused (outside), or the file changed meanwhile
-        assert content(outside) == SECRET
-    assert swap_file.swaps > 10 and written > 0 and failed > 0
+        finally:
+            assert content(outside) == SECRET
+
+    done, refused = await race(write_or_edit, swap_file)
+    assert done > 0 and refused > 0, (done, refused)
 
 
 async def test_a_directory_swapped_for_a_symlink_never_lets_a_write_out(
     ctx: ToolContext, sandbox: Path, outside: Path
 ) -> None:
     (sandbox / "d").mkdir()
-    with Swapper(sandbox / "d", outside.parent, directory=True) as swapper:
-        for _ in range(300):
-            with contextlib.suppress(ToolFailed):
-                await call(ctx, "write_file", path="d/secret.txt", content="pwned\n")
+
+    async def write() -> None:
+        try:
+            await call(ctx, "write_file", path="d/secret.txt", content="pwned\n")
+        finally:
             assert content(outside) == SECRET
-    assert swapper.swaps > 10
-    assert names(outside.parent) == ["secret.txt"]
+
+    with Swapper(sandbox / "d", outside.parent, directory=True) as swapper:
+        done, refused = await race(write, swapper)
+    assert done > 0 and refused > 0, (done, refused)
+    assert names(outside.parent) == ["secret.txt"]  # nothing was created there either
 
 
 async def test_reads_racing_a_symlink_swap_never_see_the_outside_file(
     ctx: ToolContext, swap_file: Swapper
 ) -> None:
-    seen = 0
-    for _ in range(300):
+    async def read() -> None:
         try:
             out = await call(ctx, "read_file", path="target.txt")
         except ToolFailed as exc:
             assert "secret" not in str(exc)
-            continue
+            raise
         assert "secret" not in out
-        seen += 1
-    assert seen > 0 and swap_file.swaps > 10
+
+    done, refused = await race(read, swap_file)
+    assert done > 0 and refused > 0, (done, refused)
 
 
 async def test_symlinks_inside_the_sandbox_work_and_outside_ones_do_not(
