@@ -21,10 +21,9 @@ from pathlib import Path
 
 import pexpect
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 
-from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 BOUND = 0.5
 

@@ -40,7 +40,10 @@ import argparse
 import contextlib
 import itertools
 import json
+import os
+import platform
 import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -52,28 +55,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import anyio  # noqa: E402
-import openai  # noqa: E402
-from anyio.streams.memory import MemoryObjectReceiveStream  # noqa: E402
-from openai._utils import async_maybe_transform  # noqa: E402 (the SDK's request transform)
-from openai.types.chat.completion_create_params import (  # noqa: E402
+import anyio
+import openai
+from anyio.streams.memory import MemoryObjectReceiveStream
+from openai._utils import async_maybe_transform  # the SDK's request transform
+from openai.types.chat.completion_create_params import (
     CompletionCreateParamsStreaming,
 )
 
-from actors.core.budget import estimate_messages  # noqa: E402
-from actors.core.config import Settings  # noqa: E402
-from actors.core.events import CompactionState, Event, Notice  # noqa: E402
-from actors.core.turn import Turn  # noqa: E402
-from actors.model.client import ModelOutcome  # noqa: E402
-from actors.runtime.compactor import SUMMARY_PROMPT  # noqa: E402
-from actors.runtime.supervisor import Supervisor  # noqa: E402
-from actors.runtime.tool_executor import BatchOutcome  # noqa: E402
-from actors.store import SessionStore  # noqa: E402
-from actors.testing.scripted_server import (  # noqa: E402
+from actors.core.budget import estimate_messages
+from actors.core.config import Settings
+from actors.core.events import CompactionState, Event, Notice
+from actors.core.turn import Turn
+from actors.model.client import ModelOutcome
+from actors.runtime.compactor import SUMMARY_PROMPT
+from actors.runtime.supervisor import Supervisor
+from actors.runtime.tool_executor import BatchOutcome
+from actors.store import SessionStore
+from actors.testing.scripted_server import (
     Reply,
     Responder,
     ScriptedServer,
@@ -81,8 +80,7 @@ from actors.testing.scripted_server import (  # noqa: E402
     ToolCall,
     _Handler,
 )
-from benchmarks.store import machine  # noqa: E402
-from tests.runtime import settings_for  # noqa: E402
+from actors.testing.settings import settings_for
 
 JSON = dict[str, Any]
 SUMMARY_MARK = SUMMARY_PROMPT.split(",")[0]  # "Summarize conversation data"
@@ -329,6 +327,12 @@ async def session(
                 yield sup
         finally:
             send.close()
+
+
+def machine() -> dict[str, Any]:
+    """Facts about the machine and runtime that the figures depend on."""
+    return {"cpus": os.cpu_count(), "python": platform.python_version(),
+            "sqlite": sqlite3.sqlite_version, "platform": platform.platform()}
 
 
 # -- statistics ---------------------------------------------------------------------------

@@ -13,28 +13,14 @@ from typing import Any, TypeVar
 
 import anyio
 
-from actors.core.config import Mode, Settings
+from actors.core.config import Settings
 from actors.core.events import ApprovalRequest, Event
 from actors.runtime.supervisor import Supervisor
 from actors.store import SessionStore
+from actors.testing.settings import settings_for
 
 E = TypeVar("E")
-
-
-def settings_for(tmp_path: Path, base_url: str, **overrides: Any) -> Settings:
-    sandbox = tmp_path / "project"
-    sandbox.mkdir(parents=True, exist_ok=True)
-    values: dict[str, Any] = {
-        "memory_dir": tmp_path / "memory",
-        "sandbox_dir": sandbox.resolve(),
-        "base_url": base_url,
-        "api_key": "test",
-        "mode": Mode.SKIP_PERMISSIONS,
-        "llm_timeout": 20.0,
-        "tool_timeout": 20.0,
-    }
-    values.update(overrides)
-    return Settings(**values)
+__all__ = ["Recorder", "pid_alive", "running", "settings_for", "wait_for"]
 
 
 @dataclass

@@ -15,7 +15,7 @@ from pathlib import Path
 from actors.core.compaction import summary_message
 from actors.runtime.compactor import SUMMARY_PROMPT
 from actors.testing.scripted_server import Reply
-from benchmarks.torture import (
+from actors.testing.torture import (
     LOSS_FIGURES,
     Figures,
     TaskModel,
