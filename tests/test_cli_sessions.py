@@ -15,6 +15,8 @@ import pytest
 from tests import clitools
 from tests.stores import Stores
 
+pytestmark = pytest.mark.slow  # every test here starts a Python process
+
 
 @pytest.fixture
 def harness(stores: Stores) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -44,15 +45,19 @@ def is_summary_request(body: dict[str, Any]) -> bool:
 class Responder:
     """Answers summary requests with ``summary`` and chat requests with ``answers`` in turn."""
 
-    def __init__(self, answers: list[Any], summary: Any = None) -> None:
+    def __init__(self, answers: list[Any], summary: Any = None,
+                 gate: threading.Event | None = None) -> None:
         self.answers = list(answers)
         self.summary = summary if summary is not None else Reply("Summary: earlier work.")
+        self.gate = gate  # summaries are answered once it is set
         self.summary_bodies: list[dict[str, Any]] = []
         self.chat_bodies: list[dict[str, Any]] = []
 
     def __call__(self, body: dict[str, Any]) -> Any:
         if is_summary_request(body):
             self.summary_bodies.append(body)
+            if self.gate is not None:
+                assert self.gate.wait(30), "the test never released the summary"
             return self.summary
         self.chat_bodies.append(body)
         return self.answers.pop(0) if self.answers else Reply("ok")
@@ -133,11 +138,11 @@ def test_token_estimate_counts_tool_calls_and_starts_from_reported() -> None:
 
 @pytest.mark.anyio
 async def test_auto_compaction_runs_in_the_background(tmp_path: Path) -> None:
-    slow_summary = Reply("Summary: the user asked for a long explanation.", chunk_delay=0.3)
+    release = threading.Event()  # the summary is answered only after the third turn
     # The endpoint reports the prompt sizes: the context estimate starts from them.
     responder = Responder([Reply(LONG, usage=(3000, 300)),
                            Reply("Quick answer while compacting.", usage=(3400, 10))],
-                          slow_summary)
+                          Reply("Summary: the user asked for a long explanation."), release)
     with ScriptedServer(responder) as server:
         settings_ = settings_for(tmp_path, server.base_url, max_context_tokens=10_000,
                                  compact_threshold=0.3)
@@ -145,8 +150,10 @@ async def test_auto_compaction_runs_in_the_background(tmp_path: Path) -> None:
             assert (await sup.run_turn("Explain everything")).ok
             assert (await sup.run_turn("And a follow-up?")).ok  # triggers compaction after
             before = sup.snapshot().tokens
-            third = await sup.run_turn("Meanwhile, another question")
+            with anyio.fail_after(15):  # waiting for the compaction would never end
+                third = await sup.run_turn("Meanwhile, another question")
             assert third.ok
+            release.set()
             with anyio.fail_after(15):
                 landed = await rec.wait_for(Notice, lambda n: "compacted" in n.text)
             assert landed.text.startswith("Context compacted:") and landed.level == "info"
@@ -273,6 +280,7 @@ async def test_pinned_text_survives_two_compactions_verbatim(tmp_path: Path) -> 
             assert second_input[0]["content"].startswith(SUMMARY_OPEN)  # earlier summary fed in
 
 
+@pytest.mark.slow
 def test_compact_from_the_command_line_and_info(memory_dir: Path, tmp_path: Path) -> None:
     from tests.clitools import harness
 

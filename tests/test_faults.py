@@ -152,6 +152,7 @@ def fill(directory: Path) -> Path:
     return filler
 
 
+@pytest.mark.slow
 def test_full_disk_stops_the_turn_and_loses_nothing(
     tiny_fs: Path, mounts: Mounts, tmp_path: Path
 ) -> None:
@@ -191,6 +192,7 @@ def test_full_disk_stops_the_turn_and_loses_nothing(
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_read_only_store_is_reported_with_its_cause(
     memory_dir: Path, mounts: Mounts, tmp_path: Path
 ) -> None:
@@ -207,6 +209,7 @@ def test_read_only_store_is_reported_with_its_cause(
     assert SessionStore(memory_dir).info(sid).title == ""
 
 
+@pytest.mark.slow
 def test_garbage_database_file_gives_one_clear_line(memory_dir: Path) -> None:
     memory_dir.mkdir(mode=0o700)
     (memory_dir / "sessions.sqlite3").write_bytes(b"this is not a database" * 100)
@@ -253,6 +256,7 @@ def test_truncated_database_keeps_healthy_sessions_and_names_damaged_ones(
     assert list(memory_dir.glob("sessions.sqlite3.truncated-*"))  # the damaged file is kept
 
 
+@pytest.mark.slow
 def test_doctor_reports_and_repairs_into_a_new_session(memory_dir: Path) -> None:
     store = SessionStore(memory_dir)
     good = store.create_session(messages=[{"role": "user", "content": "fine"}])
@@ -287,6 +291,7 @@ def test_doctor_reports_and_repairs_into_a_new_session(memory_dir: Path) -> None
     assert "not valid JSON" in again.stdout  # still reported: the copy is the repair
 
 
+@pytest.mark.slow
 def test_results_that_cannot_be_saved_are_never_sent(
     tiny_fs: Path, mounts: Mounts, tmp_path: Path
 ) -> None:

@@ -23,8 +23,11 @@ from actors.testing.scripted_server import (
     ToolCall,
     tool_pairing_errors,
 )
+from tests.children import read_line, rest_of
 from tests.clitools import REPO, harness
 from tests.runtime import pid_alive, wait_for
+
+pytestmark = pytest.mark.slow  # every test here starts a Python process
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -58,8 +61,8 @@ class Running:
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         assert self.proc.stderr is not None
-        first = self.proc.stderr.readline()
-        assert first.startswith("Session: "), first + self.proc.stderr.read()
+        first = read_line(self.proc.stderr)
+        assert first.startswith("Session: "), first + rest_of(self.proc)
         self.session_id = first.split()[1]
 
     def finish(self, timeout: float = 20) -> tuple[int, str, str]:
@@ -74,7 +77,7 @@ def started() -> Iterator[list[Running]]:
     for run in runs:
         if run.proc.poll() is None:
             run.proc.kill()
-        run.proc.communicate()
+        run.proc.communicate(timeout=30)
 
 
 def test_print_mode_prints_only_the_answer(

@@ -18,6 +18,8 @@ from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool
 from tests.clitools import REPO
 from tests.runtime import pid_alive, wait_for
 
+pytestmark = pytest.mark.slow  # every test here starts a Python process
+
 PROMPT = "You:"
 UP = "\x1b[A"
 

@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -33,6 +32,7 @@ from actors.testing.scripted_server import (
     load_script,
     tool_pairing_errors,
 )
+from tests.children import read_line
 
 # Under trio, every stream that openai's AsyncStream ends by itself (it `break`s out of its own
 # SSE async generator on "data: [DONE]" without aclose()) leaves a chain of suspended async
@@ -235,33 +235,42 @@ async def test_hang_is_cut_by_the_client_timeout() -> None:
         async with client_for(server, timeout=0.2) as client:
             for _ in steps:
                 received = []
-                started = time.monotonic()
                 with pytest.raises(openai.APITimeoutError) as info:
                     async for chunk in await client.chat.completions.create(
                         model="m", messages=USER, stream=True
                     ):
                         received.append(chunk)
-                assert time.monotonic() - started < 1.0
                 assert isinstance(info.value.__cause__, httpx2.ReadTimeout)
             assert len(received) == 2
-        started = time.monotonic()
-        server.close()  # must not wait for the hanging handlers
-        assert time.monotonic() - started < 0.5
+        closing = threading.Thread(target=server.close)  # must not wait for the hanging handlers
+        closing.start()
+        closing.join(10)
+        assert not closing.is_alive(), "server.close() waited for the hanging handlers"
         server.assert_done()
 
 
 async def test_hang_is_cut_by_a_cancel_scope() -> None:
+    """A stream hanging after its first chunk ends when its cancel scope is cancelled (no
+    timeout involved: the scope is cancelled once the reader waits for the second chunk)."""
     with ScriptedServer([Hang(after_chunks=1)]) as server:
         async with client_for(server) as client:
             received = []
-            with pytest.raises(TimeoutError):
-                with anyio.fail_after(0.3):
-                    stream = await client.chat.completions.create(
-                        model="m", messages=USER, stream=True
-                    )
-                    async for chunk in stream:
-                        received.append(chunk)
-            assert len(received) == 1
+            first = anyio.Event()
+
+            async def read() -> None:
+                stream = await client.chat.completions.create(model="m", messages=USER,
+                                                              stream=True)
+                async for chunk in stream:
+                    received.append(chunk)
+                    first.set()
+
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(read)
+                    await first.wait()
+                    await anyio.wait_all_tasks_blocked()  # the reader waits for more
+                    scope.cancel()
+            assert scope.cancelled_caught and len(received) == 1
 
 
 async def test_server_closes_while_client_is_hanging() -> None:
@@ -477,7 +486,7 @@ def test_program_serves_a_script_in_a_subprocess(tmp_path: Path) -> None:
     ) as proc:
         try:
             assert proc.stdout is not None
-            base_url = proc.stdout.readline().strip()
+            base_url = read_line(proc.stdout).strip()
             assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
             with openai.OpenAI(base_url=base_url, api_key="test", max_retries=0) as client:
                 completion = client.chat.completions.create(model="m", messages=USER)

@@ -10,9 +10,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from actors.core.messages import pairing_problems
 from actors.store import SessionStore
+from tests.children import read_line
 from tests.stores import Stores
+
+pytestmark = pytest.mark.slow  # every test here starts a Python process
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -24,12 +29,12 @@ def _run_and_kill(stores: Stores, memory_dir: Path, sid: str, delay: float) -> i
         cwd=REPO, stdout=subprocess.PIPE, text=True, env={**os.environ, **stores.env},
     ) as proc:
         assert proc.stdout is not None
-        first = proc.stdout.readline()  # wait until it writes at all
+        first = read_line(proc.stdout)  # wait until it writes at all
         assert first.startswith("ack ")
         last = int(first.split()[1])
         deadline = time.monotonic() + delay
         while time.monotonic() < deadline:
-            line = proc.stdout.readline()
+            line = read_line(proc.stdout)
             if line.startswith("ack "):
                 last = int(line.split()[1])
         proc.send_signal(signal.SIGKILL)

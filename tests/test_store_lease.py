@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from actors.core.errors import SessionLocked
+from tests.children import read_line
 from tests.stores import Stores, wait_until
+
+pytestmark = pytest.mark.slow  # every test here starts a Python process
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -36,7 +39,7 @@ def holder(
         env={**os.environ, **stores.env},
     ) as proc:
         assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "held"
+        assert read_line(proc.stdout).strip() == "held"
         try:
             yield proc, sid
         finally:
@@ -66,7 +69,7 @@ def test_lease_is_released_when_the_holder_is_killed(
 ) -> None:
     proc, sid = holder
     proc.kill()
-    proc.wait()
+    proc.wait(timeout=30)
     store = stores.open(memory_dir)
     if stores.is_pg:  # the server notices the dead connection at once, but asynchronously
         wait_until(lambda: not store.is_running_elsewhere(sid), timeout=10)

@@ -29,6 +29,7 @@ from actors.testing.scripted_server import (
     ToolCall,
     tool_pairing_errors,
 )
+from tests.children import read_line, rest_of
 from tests.clitools import REPO, harness
 from tests.runtime import wait_for
 from tests.stores import Stores, wait_until
@@ -67,15 +68,15 @@ class Machine:
         )
         self.procs.append(proc)
         assert proc.stderr is not None
-        first = proc.stderr.readline()
-        assert first.startswith("Session: "), first + proc.stderr.read()
+        first = read_line(proc.stderr)
+        assert first.startswith("Session: "), first + rest_of(proc)
         return proc, first.split()[1]
 
     def stop(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:
                 proc.kill()
-            proc.communicate()
+            proc.communicate(timeout=30)
 
 
 @pytest.fixture
@@ -107,6 +108,7 @@ def terminate_backends_of(stores: Stores, pid: int) -> int:
                      "WHERE application_name = %s", (f"agent-harness[{pid}]",)))
 
 
+@pytest.mark.slow
 def test_second_machine_is_refused_while_the_first_runs(
     machines: tuple[Machine, Machine]
 ) -> None:
@@ -129,6 +131,7 @@ def test_second_machine_is_refused_while_the_first_runs(
     assert store.info(sid).status == "saved"
 
 
+@pytest.mark.slow
 def test_killed_holder_frees_the_session_for_another_machine(
     machines: tuple[Machine, Machine], tmp_path: Path
 ) -> None:
@@ -142,7 +145,7 @@ def test_killed_holder_frees_the_session_for_another_machine(
         proc, sid = first.start("-p", "go", *model(server, "--mode", "dangerouslySkipPermissions"))
         child = int(wait_for(pid_file))
         proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        proc.wait(timeout=30)
     os.kill(child, signal.SIGKILL)
     store = first.stores.open(second.memory_dir)
     wait_until(lambda: not store.is_running_elsewhere(sid))  # the server saw the socket close
@@ -158,6 +161,7 @@ def test_killed_holder_frees_the_session_for_another_machine(
     assert results[write_id].startswith("Not executed")
 
 
+@pytest.mark.slow
 def test_a_session_written_on_one_machine_resumes_on_another(
     machines: tuple[Machine, Machine]
 ) -> None:
@@ -181,6 +185,7 @@ def test_a_session_written_on_one_machine_resumes_on_another(
     assert info["context_messages"] == 5 and info["status"] == "saved"
 
 
+@pytest.mark.slow
 def test_lost_connections_stop_the_turn_and_keep_every_saved_checkpoint(
     machines: tuple[Machine, Machine], tmp_path: Path
 ) -> None:
@@ -247,6 +252,7 @@ def test_a_dropped_data_connection_is_one_error_then_reconnects(
     assert store.load_session(sid)["messages"][-1] == user("saved after reconnecting")
 
 
+@pytest.mark.slow
 def test_an_unreachable_server_is_one_clear_line(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -323,6 +329,7 @@ def test_sessions_move_between_sqlite_and_postgresql(pg_stores: Stores, tmp_path
     assert [r["id"] for r in again.search_sessions("compacted moved")] == [sid]
 
 
+@pytest.mark.slow
 def test_doctor_says_what_it_checks_on_postgresql(
     pg_stores: Stores, memory_dir: Path
 ) -> None:
@@ -338,6 +345,7 @@ def test_doctor_says_what_it_checks_on_postgresql(
     assert refused.returncode == 2 and "SQLite store only" in refused.stderr
 
 
+@pytest.mark.slow
 def test_schema_is_created_once_by_processes_opening_it_together(
     pg_stores: Stores, tmp_path: Path
 ) -> None:

@@ -84,26 +84,31 @@ async def test_multi_step_tool_conversation(tmp_path: Path) -> None:
 
 async def test_abort_during_a_tool_batch_recovers_without_replay(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    command = f"echo $$ > {pid_file}; echo started; sleep 30; echo finished"
+    command = f"echo started; echo $$ > {pid_file}; sleep 30; echo finished"
     script = [
         Reply(tool_calls=[ToolCall("run_bash", {"command": command}),
                           ToolCall("write_file", {"path": "never.txt", "content": "x"})]),
         Reply("Understood."),
     ]
 
-    def abort_when_started(event: Any, sup: Supervisor) -> None:
+    bash_started = anyio.Event()
+
+    def note_start(event: Any, sup: Supervisor) -> None:
         if isinstance(event, ToolCallStarted) and event.name == "run_bash":
-            async def later() -> None:
-                await anyio.to_thread.run_sync(wait_for, pid_file)
-                await anyio.sleep(0.2)  # let "started" reach the output
-                sup.abort()
-            sup._tg_for_tests.start_soon(later)  # type: ignore[attr-defined]
+            bash_started.set()
 
     with ScriptedServer(script) as server:
         settings = settings_for(tmp_path, server.base_url)
-        async with running(settings, recorder=Recorder(on_event=abort_when_started)) as (sup, _), \
+        async with running(settings, recorder=Recorder(on_event=note_start)) as (sup, _), \
                 anyio.create_task_group() as tg:
-            sup._tg_for_tests = tg  # type: ignore[attr-defined]
+
+            async def abort_once_running() -> None:
+                await bash_started.wait()
+                await anyio.to_thread.run_sync(wait_for, pid_file)  # "started" was printed
+                await anyio.wait_all_tasks_blocked()  # and read: the tool waits for more
+                sup.abort()
+
+            tg.start_soon(abort_once_running)
             with anyio.fail_after(10):
                 result = await sup.run_turn("Run it")
             assert result.outcome == "interrupted"

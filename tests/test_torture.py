@@ -12,6 +12,8 @@ import json
 import random
 from pathlib import Path
 
+import pytest
+
 from actors.core.compaction import summary_message
 from actors.runtime.compactor import SUMMARY_PROMPT
 from actors.testing.scripted_server import Reply
@@ -33,6 +35,7 @@ CALL = {"role": "assistant", "content": None, "tool_calls": [
 RESULT = {"role": "tool", "tool_call_id": "call_0_0", "content": "exit status 0"}
 
 
+@pytest.mark.slow
 def test_torture_run_loses_nothing(tmp_path: Path) -> None:
     figures = run_torture(8, seed=11, workdir=tmp_path / "torture", context_room=1500)
     losses = {name: getattr(figures, name) for name in LOSS_FIGURES}
