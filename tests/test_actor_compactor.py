@@ -20,6 +20,7 @@ from actors.core.compaction import (
     Split,
     split_point,
 )
+from actors.core.errors import ServerFailed
 from actors.core.mailbox import answer, ask
 from actors.core.messages import Message
 from actors.core.turn import Turn
@@ -123,7 +124,8 @@ async def test_a_snapshot_becomes_a_plan() -> None:
     ("answerer", "reason"),
     [
         (summary("  "), "empty summary"),
-        (lambda _: ModelOutcome(error="HTTP 500: overloaded"), "Compaction failed (HTTP 500"),
+        (lambda _: ModelOutcome(error=ServerFailed("HTTP 500", "overloaded")),
+         "Compaction failed (HTTP 500"),
         (summary("Much longer than what it summarises. " * 300), "did not reduce"),
     ],
 )

@@ -35,7 +35,7 @@ from actors.core.compaction import (
     fit_for_summary,
     split_point,
 )
-from actors.core.errors import HarnessError, ModelError
+from actors.core.errors import HarnessError
 from actors.core.mailbox import answer, ask
 from actors.core.messages import Message
 from actors.core.turn import Turn
@@ -98,7 +98,10 @@ class Compactor:
         older = fit_for_summary(
             split.older(messages), int(self.max_context_tokens * SUMMARY_INPUT_SHARE)
         )
-        outcome = await self._summarise(older, job)
+        try:
+            outcome = await self._summarise(older, job)
+        except HarnessError as exc:  # the model client is gone
+            return NoCompaction(f"Compaction failed ({exc}); context unchanged.")
         if outcome.error or outcome.message is None:
             reason = outcome.error or ("cancelled" if outcome.interrupted else "no answer")
             return NoCompaction(f"Compaction failed ({reason}); context unchanged.",
@@ -124,12 +127,10 @@ class Compactor:
             {"role": "system", "content": SUMMARY_PROMPT},
             {"role": "user", "content": json.dumps(older, ensure_ascii=False)},
         ]
-        try:
-            return await ask(
-                self._model_inbox,
-                lambda reply: ModelRequest(request_messages, reply, turn=job, temperature=0,
-                                           max_tokens=SUMMARY_MAX_TOKENS),
-                "model client",
-            )
-        except HarnessError as exc:
-            return ModelOutcome(error=ModelError(str(exc)))
+        outcome: ModelOutcome = await ask(
+            self._model_inbox,
+            lambda reply: ModelRequest(request_messages, reply, turn=job, temperature=0,
+                                       max_tokens=SUMMARY_MAX_TOKENS),
+            "model client",
+        )
+        return outcome

@@ -1,0 +1,193 @@
+"""The model client actor (actors/model/client.py) on its own, served through its inbox, on
+the event loop's clock: the retry path (backoff waited in virtual seconds, the stream shown so
+far voided), the fallback for endpoints without usage chunks, and the --llm-timeout cut.
+
+The endpoint is a chat-completions server in memory: an httpx MockTransport under the real
+openai client, answering from a script in OpenAI's streaming format. No socket and no thread,
+so the virtual clock only jumps when the client really waits (a backoff, a hanging server).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx2
+import openai
+import pytest
+
+from actors.core.errors import EndpointTimeout, RequestRefused
+from actors.core.events import Event, EventSink, Notice, StreamRestarted, TextDelta
+from actors.core.mailbox import ask
+from actors.model import ModelClient, ModelOutcome, ModelRequest
+from actors.testing.scripted_server import Reply, _chunks
+from tests.virtual_time import BACKENDS, on_virtual_time
+
+pytestmark = pytest.mark.anyio
+BASE_URL = "http://model.test/v1"
+USER = [{"role": "user", "content": "hello"}]
+
+
+@pytest.fixture(params=BACKENDS)
+def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, object]]:
+    return on_virtual_time(str(request.param))
+
+
+@dataclass(frozen=True)
+class Status:
+    code: int
+    message: str
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Stream ``reply`` but drop the connection after ``chunks`` chunks."""
+
+    reply: Reply
+    chunks: int
+
+
+@dataclass(frozen=True)
+class Silent:
+    """Accept the request and never answer."""
+
+
+Step = Reply | Status | Cut | Silent
+
+
+def _sse(chunks: list[dict[str, Any]]) -> list[bytes]:
+    return [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
+
+
+class _Body(httpx2.AsyncByteStream):
+    def __init__(self, pieces: list[bytes], cut: bool) -> None:
+        self.pieces, self.cut = pieces, cut
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for piece in self.pieces:
+            yield piece
+        if self.cut:
+            raise httpx2.ReadError("connection reset by peer")
+
+
+@dataclass
+class MemoryEndpoint:
+    """Answers each request with the next step; records the request bodies."""
+
+    steps: list[Step]
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+
+    async def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method == "GET":  # the warm-up (see serve)
+            return httpx2.Response(200, json={"object": "list", "data": []})
+        body = json.loads(request.content)
+        self.bodies.append(body)
+        step = self.steps.pop(0)
+        if isinstance(step, Silent):
+            await anyio.sleep_forever()
+        if isinstance(step, Status):
+            return httpx2.Response(step.code, json={"error": {"message": step.message}})
+        reply, cut = (step.reply, step.chunks) if isinstance(step, Cut) else (step, None)
+        chunks = [c for c in _chunks(reply, body)
+                  if "stream_options" in body or not c.get("usage")]
+        pieces = _sse(chunks)
+        stream = _Body(pieces[:cut] if cut is not None else pieces, cut is not None)
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"},
+                               stream=stream)
+
+
+@dataclass
+class Served:
+    outcome: ModelOutcome
+    events: list[Event]
+    seconds: float  # on the event loop's clock
+
+
+async def serve(endpoint: MemoryEndpoint, *, llm_timeout: float = 120) -> Served:
+    """One request through the actor's inbox; the events it sent and how long it took."""
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(endpoint))
+    sdk = openai.AsyncOpenAI(base_url=BASE_URL, api_key="test", max_retries=0,
+                             http_client=http)
+    # The SDK looks up the platform in a worker thread on its first request; the virtual
+    # clock would jump over that wait, so it happens here, before any deadline exists.
+    await sdk.get("/models", cast_to=httpx2.Response)
+    events_send, events_receive = anyio.create_memory_object_stream[Event](100)
+    sink = EventSink(events_send)
+    client = ModelClient(base_url=BASE_URL, api_key="test", model="m", timeout=llm_timeout,
+                         client=sdk, events=sink)
+    inbox, receive = anyio.create_memory_object_stream[ModelRequest](1)
+    seen: list[Event] = []
+
+    async def collect() -> None:
+        async with events_receive:
+            async for event in events_receive:
+                seen.append(event)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(collect)
+        async with anyio.create_task_group() as actor:
+            await actor.start(client.run, receive)
+            start = anyio.current_time()
+            async with inbox:
+                outcome: ModelOutcome = await ask(
+                    inbox, lambda reply: ModelRequest(USER, reply, events=sink), "model client")
+            seconds = anyio.current_time() - start
+        events_send.close()
+    return Served(outcome, seen, seconds)
+
+
+def text_of(served: Served) -> str:
+    assert served.outcome.message is not None, served.outcome.error
+    return str(served.outcome.message["content"])
+
+
+async def test_server_errors_are_retried_with_backoff_on_the_loops_clock() -> None:
+    endpoint = MemoryEndpoint([Status(503, "loading model"), Status(503, "loading model"),
+                               Reply("Ready now.", usage=(12, 3))])
+    served = await serve(endpoint)
+    assert text_of(served) == "Ready now." and served.outcome.usage is not None
+    assert not served.outcome.usage.estimated
+    assert served.seconds == pytest.approx(0.5 + 1.0)  # the backoff, in virtual seconds
+    retries = [e.text for e in served.events if isinstance(e, Notice)]
+    assert len(retries) == 2 and all("retrying in" in text for text in retries)
+    assert len(endpoint.bodies) == 3
+
+
+async def test_a_stream_cut_midway_is_retried_and_what_was_shown_is_voided() -> None:
+    reply = Reply("one two three four five six")
+    endpoint = MemoryEndpoint([Cut(reply, chunks=3), reply])
+    served = await serve(endpoint)
+    assert text_of(served) == "one two three four five six"
+    kinds = [type(e) for e in served.events if isinstance(e, TextDelta | StreamRestarted)]
+    restart = kinds.index(StreamRestarted)
+    assert TextDelta in kinds[:restart] and TextDelta in kinds[restart + 1:]
+    assert served.seconds == pytest.approx(0.5)
+
+
+async def test_an_endpoint_without_usage_chunks_falls_back_and_estimates() -> None:
+    endpoint = MemoryEndpoint([
+        Status(400, "Unrecognized request argument supplied: stream_options"),
+        Reply("Fine without usage."),
+    ])
+    served = await serve(endpoint)
+    assert text_of(served) == "Fine without usage."
+    assert "stream_options" in endpoint.bodies[0] and "stream_options" not in endpoint.bodies[1]
+    assert served.outcome.usage is not None and served.outcome.usage.estimated
+    assert served.seconds == 0  # a fallback, not a retry: no backoff
+
+
+async def test_a_refusal_is_not_retried() -> None:
+    endpoint = MemoryEndpoint([Status(404, "model 'm' not found"), Reply("unused")])
+    served = await serve(endpoint)
+    assert isinstance(served.outcome.error, RequestRefused)
+    assert len(endpoint.bodies) == 1 and served.seconds == 0
+
+
+async def test_a_silent_endpoint_is_cut_at_llm_timeout() -> None:
+    served = await serve(MemoryEndpoint([Silent()]), llm_timeout=45)
+    assert isinstance(served.outcome.error, EndpointTimeout)
+    assert "within 45 s" in str(served.outcome.error)
+    assert served.seconds == pytest.approx(45)
