@@ -224,11 +224,13 @@ class ModelClient:
                 endpoint=self.base_url, hint="Raise --llm-timeout if the model is slow.",
             ))
         message = assembly.message()
-        estimated = estimate_messages(request.messages) + estimate_tools(request.tools)
-        usage = assembly.usage or Usage(estimated, estimate_messages([message]), estimated=True)
-        if assembly.usage is not None and prompt_truncated(usage.prompt_tokens, estimated):
+        in_messages = estimate_messages(request.messages)
+        usage = assembly.usage or Usage(in_messages + estimate_tools(request.tools),
+                                        estimate_messages([message]), estimated=True)
+        # Compared with the messages alone: servers differ in how they count tool schemas.
+        if assembly.usage is not None and prompt_truncated(usage.prompt_tokens, in_messages):
             await self._warn("truncated", truncation_warning(
-                self.endpoint, usage.prompt_tokens, estimated), request)
+                self.endpoint, usage.prompt_tokens, in_messages), request)
         if not self._context_checked and self._background is not None:
             self._context_checked = True
             self._background.start_soon(self._check_context)
