@@ -3,12 +3,65 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.stores import BACKENDS, Stores, stores_for
+
+
+class _SlowMarkerAudit:
+    """Keeps ``-m "not slow"`` honest: a test that starts a Python program (``python -m``: the
+    harness, a helper under tests/programs, the scripted server) or a pty without the
+    ``slow`` marker fails at that moment, through an audit hook (nothing is patched). A
+    tool's own short-lived workers (bash, the grep child) do not count."""
+
+    def __init__(self) -> None:
+        self.current: str | None = None  # the nodeid of a running test without the marker
+        sys.addaudithook(self._audit)
+
+    def _audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if self.current is None:
+            return
+        if event == "os.forkpty" or (
+            event == "subprocess.Popen" and _is_python(args[0], args[1])
+        ):
+            test, self.current = self.current, None
+            raise RuntimeError(f"{test} starts a Python process: mark it @pytest.mark.slow")
+
+
+def _is_python(executable: Any, argv: Any) -> bool:
+    """A ``python -m MODULE`` command line (possibly behind a wrapper such as unshare)."""
+    words = [str(w) for w in argv] if isinstance(argv, list | tuple) else [str(argv)]
+    return any(
+        (w == sys.executable or Path(w).name.startswith("python"))
+        and words[i + 1 : i + 2] == ["-m"]
+        for i, w in enumerate(words)
+    )
+
+
+_audit = _SlowMarkerAudit()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    _audit.current = None if item.get_closest_marker("slow") else item.nodeid
+    try:
+        return (yield)
+    finally:
+        _audit.current = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    _audit.current = None if item.get_closest_marker("slow") else item.nodeid
+    try:
+        return (yield)
+    finally:
+        _audit.current = None
 
 
 @pytest.fixture(params=["asyncio", "trio"])

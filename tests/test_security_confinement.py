@@ -145,6 +145,7 @@ def swap_file(sandbox: Path, outside: Path) -> Iterator[Swapper]:
         yield swapper
 
 
+@pytest.mark.slow  # the swapper is another process
 async def test_a_symlink_swapped_in_during_writes_never_reaches_the_outside_file(
     ctx: ToolContext, outside: Path, swap_file: Swapper
 ) -> None:
@@ -166,6 +167,7 @@ async def test_a_symlink_swapped_in_during_writes_never_reaches_the_outside_file
     assert done > 0 and refused > 0, (done, refused)
 
 
+@pytest.mark.slow  # the swapper is another process
 async def test_a_directory_swapped_for_a_symlink_never_lets_a_write_out(
     ctx: ToolContext, sandbox: Path, outside: Path
 ) -> None:
@@ -183,6 +185,7 @@ async def test_a_directory_swapped_for_a_symlink_never_lets_a_write_out(
     assert names(outside.parent) == ["secret.txt"]  # nothing was created there either
 
 
+@pytest.mark.slow  # the swapper is another process
 async def test_reads_racing_a_symlink_swap_never_see_the_outside_file(
     ctx: ToolContext, swap_file: Swapper
 ) -> None:
