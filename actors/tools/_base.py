@@ -14,15 +14,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from actors.core.config import Mode
 from actors.tools._sandbox import Sandbox
 
 if TYPE_CHECKING:
     from actors.core.planning import Planning
-    from actors.runtime.checkpoint_writer import CheckpointClient
     from actors.store import Store
+
+
+class SessionWriter(Protocol):
+    """How a tool writes the running session: through the checkpoint writer, its only writer
+    (the runtime's ``CheckpointClient``). Errors come back typed from the hierarchy."""
+
+    async def update(self, **fields: Any) -> None: ...
 
 
 class Permission(Enum):
@@ -61,7 +67,7 @@ class ToolContext:
     planning: Planning
     store: Store | None = None
     session_id: str | None = None
-    writer: CheckpointClient | None = None  # writes of the running session go through it
+    writer: SessionWriter | None = None  # writes of the running session go through it
     progress: list[str] = field(default_factory=list)
     on_process_group: Callable[[ProcessGroup], Awaitable[None]] | None = None
     """Told about each process group a tool starts, as soon as it runs (run_bash)."""
