@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from actors.core.config import Mode
 from actors.core.errors import ToolFailed
 from actors.core.planning import Planning
 from actors.store import SessionStore
+from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.tools import TOOLS, ToolContext, validate_arguments
 from actors.tools.session_tools import READ_SESSION_CHARS
+from tests.runtime import Recorder, running, settings_for
 
 pytestmark = pytest.mark.anyio
 
@@ -24,8 +28,14 @@ def store(tmp_path: Path) -> Iterator[SessionStore]:
 
 
 @pytest.fixture
-def ctx(sandbox: Path, store: SessionStore) -> ToolContext:
-    current = store.create_session(title="current work")
+def here(sandbox: Path, store: SessionStore) -> Callable[..., str]:
+    """Create a session of the current project (the sandbox)."""
+    return functools.partial(store.create_session, project_root=str(sandbox))
+
+
+@pytest.fixture
+def ctx(sandbox: Path, store: SessionStore, here: Callable[..., str]) -> ToolContext:
+    current = here(title="current work")
     return ToolContext(
         sandbox=sandbox,
         memory_dir=store.memory_dir,
@@ -60,9 +70,11 @@ def conversation(question: str, answer: str) -> list[dict[str, Any]]:
     ]
 
 
-async def test_list_sessions_most_recent_first(ctx: ToolContext, store: SessionStore) -> None:
-    older = store.create_session(messages=conversation("q", "a"), title="older")
-    newer = store.create_session(title="newer\ntitle")
+async def test_list_sessions_most_recent_first(
+    ctx: ToolContext, store: SessionStore, here: Callable[..., str]
+) -> None:
+    older = here(messages=conversation("q", "a"), title="older")
+    newer = here(title="newer\ntitle")
     store.update(older, summary="Fixed the parser.\n" + "x" * 500)
     store.update(newer, status="aborted")  # now the most recently updated
     lines = (await call(ctx, "list_sessions")).splitlines()
@@ -75,28 +87,34 @@ async def test_list_sessions_most_recent_first(ctx: ToolContext, store: SessionS
     assert len(summary) == 200
 
 
-async def test_list_sessions_is_capped(ctx: ToolContext, store: SessionStore) -> None:
+async def test_list_sessions_is_capped(
+    ctx: ToolContext, store: SessionStore, here: Callable[..., str]
+) -> None:
     for i in range(51):
-        store.create_session(title=f"s{i}")
+        here(title=f"s{i}")
     lines = (await call(ctx, "list_sessions")).splitlines()
     assert len(lines) == 51
     assert "2 older sessions not shown" in lines[-1]
 
 
-async def test_search_sessions_shows_a_snippet(ctx: ToolContext, store: SessionStore) -> None:
-    found = store.create_session(messages=conversation("why does the tokenizer crash?", "fixed"))
-    store.create_session(messages=conversation("unrelated", "ok"))
+async def test_search_sessions_shows_a_snippet(
+    ctx: ToolContext, store: SessionStore, here: Callable[..., str]
+) -> None:
+    found = here(messages=conversation("why does the tokenizer crash?", "fixed"))
+    here(messages=conversation("unrelated", "ok"))
     out = await call(ctx, "search_sessions", query="tokenizer")
     assert len(out.splitlines()) == 1
     assert out.startswith(found + " | ")
     assert "why does the tokenizer crash?" in out.split(" | ")[-1]
     assert await call(ctx, "search_sessions", query="nonexistentword") == (
-        "No sessions match 'nonexistentword'."
+        "No sessions match 'nonexistentword' in this project."
     )
 
 
-async def test_read_session_summary_and_transcript(ctx: ToolContext, store: SessionStore) -> None:
-    sid = store.create_session(messages=conversation("find the bug", "It is in a.py."))
+async def test_read_session_summary_and_transcript(
+    ctx: ToolContext, store: SessionStore, here: Callable[..., str]
+) -> None:
+    sid = here(messages=conversation("find the bug", "It is in a.py."))
     out = await call(ctx, "read_session", session_id=sid)
     assert out == (
         "Summary:\n(no summary)\n\nTranscript:\n"
@@ -112,8 +130,10 @@ async def test_read_session_summary_and_transcript(ctx: ToolContext, store: Sess
     )
 
 
-async def test_read_session_is_cut(ctx: ToolContext, store: SessionStore) -> None:
-    sid = store.create_session(messages=conversation("z" * 20_000, "done"))
+async def test_read_session_is_cut(
+    ctx: ToolContext, store: SessionStore, here: Callable[..., str]
+) -> None:
+    sid = here(messages=conversation("z" * 20_000, "done"))
     out = await call(ctx, "read_session", session_id=sid)
     assert out.endswith(f"[... transcript cut at {READ_SESSION_CHARS} characters]")
     transcript = out.split("\n\nTranscript:\n", 1)[1]
@@ -130,9 +150,9 @@ async def test_read_session_bad_id(ctx: ToolContext, session_id: str, message: s
 
 
 async def test_write_session_summary_targets_the_current_session(
-    ctx: ToolContext, store: SessionStore
+    ctx: ToolContext, store: SessionStore, here: Callable[..., str]
 ) -> None:
-    other = store.create_session(title="other")
+    other = here(title="other")
     assert ctx.session_id is not None
     out = await call(ctx, "write_session_summary", summary="  Refactored the CLI.  ")
     assert "Saved" in out
@@ -151,3 +171,63 @@ async def test_without_a_store_or_session(sandbox: Path, store: SessionStore) ->
     no_session = ToolContext(sandbox=sandbox, memory_dir=sandbox, planning=Planning(), store=store)
     with pytest.raises(ToolFailed, match="no saved session"):
         await call(no_session, "write_session_summary", summary="x")
+
+
+async def test_other_projects_sessions_are_not_shown(
+    ctx: ToolContext, store: SessionStore, here: Callable[..., str], tmp_path: Path
+) -> None:
+    mine = here(messages=conversation("where is the tokenizer?", "in tok.py"), title="mine")
+    theirs = store.create_session(
+        messages=conversation("the tokenizer key is sk-live-123", "ok"), title="theirs",
+        project_root=str(tmp_path / "other-project"),
+    )
+    unknown = store.create_session(title="no project recorded")
+    listed = await call(ctx, "list_sessions")
+    ids = [line.split(" | ")[0] for line in listed.splitlines() if " | " in line]
+    assert theirs not in ids and unknown not in ids and mine in ids
+    assert "2 more in other projects, not shown" in listed
+    found = await call(ctx, "search_sessions", query="tokenizer")
+    assert found.startswith(mine + " | ") and "sk-live" not in found
+    assert "1 more in other projects" in found
+    every = await call(ctx, "search_sessions", query="tokenizer", all_projects=True)
+    assert "sk-live-123" in every and str(tmp_path / "other-project") in every
+    wide = await call(ctx, "list_sessions", all_projects=True)
+    assert theirs in wide and "(no project)" in wide
+
+
+async def test_wider_reads_ask_in_every_mode_but_skip(
+    ctx: ToolContext, store: SessionStore, here: Callable[..., str], tmp_path: Path
+) -> None:
+    mine = here(title="mine")
+    theirs = store.create_session(title="theirs", project_root=str(tmp_path / "elsewhere"))
+    for mode in (Mode.DEFAULT, Mode.ACCEPT_EDITS):
+        for name, args in (("list_sessions", {"all_projects": True}),
+                           ("search_sessions", {"query": "x", "all_projects": True}),
+                           ("read_session", {"session_id": theirs})):
+            reason = await TOOLS[name].ask_reason(ctx, args, mode)
+            assert reason is not None and "project" in reason
+        for name, args in (("list_sessions", {}), ("search_sessions", {"query": "x"}),
+                           ("read_session", {"session_id": mine}),
+                           ("read_session", {"session_id": "nosuchsession"})):
+            assert await TOOLS[name].ask_reason(ctx, args, mode) is None
+    assert await TOOLS["read_session"].ask_reason(
+        ctx, {"session_id": theirs}, Mode.SKIP_PERMISSIONS) is None
+
+
+async def test_a_denied_read_of_another_project_gives_nothing(tmp_path: Path) -> None:
+    settings_dir = tmp_path / "run"
+    store = SessionStore(settings_dir / "memory")  # the memory dir settings_for uses
+    theirs = store.create_session(
+        messages=conversation("deploy with password hunter2", "done"),
+        project_root=str(tmp_path / "other"),
+    )
+    store.close()
+    script = [Reply(tool_calls=[ToolCall("read_session", {"session_id": theirs})]),
+              Reply("I was not allowed.")]
+    with ScriptedServer(script) as server:
+        settings = settings_for(settings_dir, server.base_url, mode=Mode.ACCEPT_EDITS)
+        async with running(settings, recorder=Recorder(approve=False)) as (sup, rec):
+            assert (await sup.run_turn("what did the other project do?")).ok
+        [result] = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert len(rec.approvals) == 1 and "another project" in rec.approvals[0]
+    assert "Denied" in result and "hunter2" not in result
