@@ -4,6 +4,9 @@ one-line file, a thread that will not stop on its own."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
@@ -21,6 +24,8 @@ from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.tools import TOOLS, ToolContext
 from actors.tools import files as file_tools
 from actors.tools._threads import Stop, run_stoppable
+from tests.children import rest_of
+from tests.clitools import REPO
 from tests.runtime import Recorder, running, settings_for
 
 pytestmark = pytest.mark.anyio
@@ -199,3 +204,69 @@ async def test_read_file_gives_up_looking_for_a_far_offset(
         tracemalloc.stop()
     assert peak < 8 * 1024 * 1024, peak
     assert out.startswith("(read 4 MB, 2 lines, without reaching line 3")
+
+
+def descendants_running_grep(root: int) -> list[int]:
+    """Live grep workers among the descendants of ``root``."""
+    parents: dict[int, int] = {}
+    workers = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(") ", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if fields[0] == "Z":
+            continue
+        parents[int(entry)] = int(fields[1])
+        if b"_grep_worker" in cmdline:
+            workers.append(int(entry))
+
+    def below_root(pid: int) -> bool:
+        for _ in range(64):
+            pid = parents.get(pid, 0)
+            if pid == root:
+                return True
+            if pid <= 1:
+                return False
+        return False
+
+    return [pid for pid in workers if below_root(pid)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_signal_stops_a_catastrophic_grep_in_print_mode(
+    backend: str, signum: int, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "evil.txt").write_text("a" * 60 + "b\n")
+    env = {**os.environ, "AGENT_HARNESS_MEMORY_DIR": str(tmp_path / "memory"),
+           "PYTHONPATH": str(REPO), "AGENT_HARNESS_BACKEND": backend, "OPENAI_API_KEY": "x"}
+    script = [Reply(tool_calls=[ToolCall("grep", {"pattern": CATASTROPHIC})]), Reply("ok")]
+    with ScriptedServer(script) as server:
+        harness = subprocess.Popen(
+            [sys.executable, "-m", "repl", "-p", "search", "--base-url", server.base_url],
+            cwd=project, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            deadline = time.monotonic() + 20
+            while not descendants_running_grep(harness.pid):
+                assert time.monotonic() < deadline and harness.poll() is None, rest_of(harness)
+                time.sleep(0.02)
+            time.sleep(0.2)  # matching now
+            harness.send_signal(signum)
+            _, err = harness.communicate(timeout=20)  # before the fix: ignored, for ever
+        finally:
+            if harness.poll() is None:
+                harness.kill()
+                harness.communicate(timeout=20)
+    assert harness.returncode == 1 and "Traceback" not in err, err
+    assert descendants_running_grep(harness.pid) == [] and grep_workers() == []

@@ -24,8 +24,6 @@ import os
 import re
 import stat
 import sys
-from pathlib import PurePosixPath
-from typing import Any
 
 from actors.core.errors import ToolFailed
 from actors.tools._sandbox import Sandbox
@@ -53,9 +51,14 @@ def boot_code() -> str:
 
 
 def _glob_matches(relative: str, name_glob: str) -> bool:
-    if "/" in name_glob:
-        return PurePosixPath(relative).match(name_glob)
-    return fnmatch.fnmatch(PurePosixPath(relative).name, name_glob)
+    """Whether ``relative`` matches ``name_glob`` from the right, component by component (as
+    ``PurePosixPath.match``, without importing pathlib at every start of the worker)."""
+    path = relative.split("/")
+    pattern = [part for part in name_glob.split("/") if part]
+    if not pattern or len(pattern) > len(path):
+        return False
+    tail = path[len(path) - len(pattern) :]
+    return all(fnmatch.fnmatchcase(name, part) for name, part in zip(tail, pattern, strict=True))
 
 
 class _Search:
@@ -102,17 +105,19 @@ class _Search:
                     self.hits.append(f"{shown}:{number}: {self.show(line, match)}")
 
 
-def search(request: dict[str, Any]) -> str:
-    """The grep result for ``request`` (root, protected, path, pattern, glob, limits)."""
+def search(request: dict[str, object]) -> str:
+    """The grep result for ``request``: root, protected (directories), path, pattern, glob
+    (or None), max_matches, max_line. (No ``typing`` import: it costs the worker 3 ms.)"""
+    pattern, path, root = str(request["pattern"]), str(request["path"]), str(request["root"])
+    glob, protected = request.get("glob"), request["protected"]
+    name_glob = str(glob) if glob else None
     try:
-        regex = re.compile(request["pattern"])
+        regex = re.compile(pattern)
     except (re.error, OverflowError, RecursionError, ValueError) as exc:
-        raise ToolFailed(f"Invalid regular expression {request['pattern']!r}: {exc}.") from None
-    max_matches = int(request["max_matches"])
-    sandbox = Sandbox(request["root"], request["protected"])
-    name_glob = request.get("glob")
-    found = _Search(regex, max_matches, int(request["max_line"]))
-    path = request["path"]
+        raise ToolFailed(f"Invalid regular expression {pattern!r}: {exc}.") from None
+    max_matches = int(str(request["max_matches"]))
+    sandbox = Sandbox(root, [str(p) for p in protected] if isinstance(protected, list) else [])
+    found = _Search(regex, max_matches, int(str(request["max_line"])))
     with sandbox.walk(path) as place:
         if place.st is None:
             raise ToolFailed(f"No such file or directory: '{path}'.")
