@@ -17,6 +17,7 @@ from actors.store import SessionStore
 from actors.testing.flavours import VLLM, Flavour, LlamaCpp, Ollama
 from actors.testing.scripted_server import (
     EndEarly,
+    Fail,
     Garbage,
     Reply,
     ScriptedServer,
@@ -28,6 +29,7 @@ from tests.clitools import harness
 from tests.test_endpoint_flavours import AFTER, CONTENT, FLAVOURS, THINKING, script
 
 pytestmark = pytest.mark.slow
+BACKOFF = "0.01"  # the schedule doubles from here: five attempts take 0.15 s, not 7.5 s
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -48,7 +50,8 @@ def run(url: str, model: str, backend: str, memory_dir: Path, project: Path,
     result = harness("-p", prompt, "--base-url", url, "--model", model,
                      "--mode", "dangerouslySkipPermissions", *extra, memory_dir=memory_dir,
                      cwd=project, env={"AGENT_HARNESS_BACKEND": backend,
-                                       "OPENAI_API_KEY": "test"})
+                                       "OPENAI_API_KEY": "test",
+                                       "AGENT_HARNESS_RETRY_BACKOFF": BACKOFF})
     assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
     return result.returncode, result.stdout, result.stderr
 
@@ -87,10 +90,12 @@ def test_each_server_and_quirk_in_print_mode(
 
 # (id, flavour, model, steps, what the one line says)
 FAILURES: list[tuple[str, Callable[[], Flavour], str, list[Step], str]] = [
-    ("ollama-cut-midway", Ollama, "gemma4", [StreamError(3)] * 2,
-     "broke off its answer: the stream ended without a finish_reason twice"),
-    ("openai-body-just-ends", Flavour, "gemma4", [EndEarly(3)] * 2,
-     "the stream ended without a finish_reason twice"),
+    ("ollama-cut-midway", Ollama, "gemma4", [StreamError(3)] * 5,
+     "broke off its answer: the stream ended without a finish_reason five times"),
+    ("openai-body-just-ends", Flavour, "gemma4", [EndEarly(3)] * 5,
+     "the stream ended without a finish_reason five times"),
+    ("llama.cpp-http-500", LlamaCpp, "gemma4", [Fail(500, "failed to load model")] * 5,
+     "failed: HTTP 500 five times: failed to load model."),
     ("llama.cpp-error-event", LlamaCpp, "gemma4",
      [StreamError(2, 400, "the request exceeds the available context size")],
      "error 400 in the stream: the request exceeds the available context size"),
@@ -122,8 +127,7 @@ def test_each_failure_is_one_line_and_exit_1(
     steps: list[Step], expected: str,
 ) -> None:
     with ScriptedServer(steps, flavour=flavour()) as server:
-        code, out, err = run(server.base_url, model, backend, memory_dir, project,
-                             "--llm-timeout", "1.2")
+        code, out, err = run(server.base_url, model, backend, memory_dir, project)
         server.assert_done()
     assert code == 1 and out == ""
     assert expected.format(url=server.base_url) in failure_line(err)
@@ -139,7 +143,7 @@ def test_an_error_midway_is_retried_and_the_answer_printed(
         server.assert_done()
     assert code == 0 and out == "After the retry.\n"
     assert "harness: Model request failed (error 500 in the stream: out of memory); "\
-        "retrying in 0.5 s (attempt 2 of 5)." in err
+        "retrying in 0.01 s (attempt 2 of 5)." in err
 
 
 def test_an_answer_cut_at_the_output_limit_says_so(

@@ -72,7 +72,7 @@ def test_reasoning_is_shown_dimmed_before_the_answer(
     terminals: list[Terminal], memory_dir: Path, project: Path
 ) -> None:
     reply = Reply("Forty-two.", reasoning="The user asks the question of everything.")
-    with ScriptedServer([reply], flavour=LlamaCpp()) as server:
+    with ScriptedServer([reply], flavour=LlamaCpp(n_ctx=32768)) as server:
         terminal = start(terminals, memory_dir, project, "--base-url", server.base_url)
         terminal.say("What is the answer?")
         terminal.expect(r"\x1b\[2mThinking: The user asks the question of everything\.")

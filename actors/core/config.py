@@ -35,6 +35,20 @@ def default_base_url() -> str:
     return os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
 
 
+RETRY_BACKOFF_ENV = "AGENT_HARNESS_RETRY_BACKOFF"
+DEFAULT_RETRY_BACKOFF = 0.5
+
+
+def default_retry_backoff() -> float:
+    """Seconds before the first retry of a failed model request (doubling after each);
+    ``$AGENT_HARNESS_RETRY_BACKOFF`` overrides it (tests use a small one)."""
+    try:
+        value = float(os.environ.get(RETRY_BACKOFF_ENV) or DEFAULT_RETRY_BACKOFF)
+    except ValueError:
+        return DEFAULT_RETRY_BACKOFF
+    return value if value >= 0 else DEFAULT_RETRY_BACKOFF
+
+
 @dataclass
 class Settings:
     memory_dir: Path = field(default_factory=default_memory_dir)
@@ -57,3 +71,4 @@ class Settings:
     compact_threshold: float = 0.8
     max_output_bytes: int = 32 * 1024
     preflight: bool = False  # check the endpoint in the background at start (the REPL does)
+    retry_backoff: float = field(default_factory=default_retry_backoff)

@@ -19,8 +19,6 @@ import re
 import socket
 from typing import Any
 
-import openai
-
 from actors.core.errors import (
     EndpointTimeout,
     EndpointUnreachable,
@@ -34,6 +32,7 @@ from actors.core.errors import (
 )
 from actors.model._endpoint import Endpoint
 from actors.model._http import http
+from actors.model._sdk import loaded
 
 SNIPPET = 160
 
@@ -184,7 +183,9 @@ def from_exception(exc: BaseException, endpoint: Endpoint, *, streaming: bool) -
     if isinstance(exc, ModelError):
         return exc
     url = endpoint.base_url
-    if isinstance(exc, openai.APIStatusError):
+    openai = loaded()  # an exception from the SDK means it is imported
+    status_error = getattr(openai, "APIStatusError", ())
+    if isinstance(exc, status_error):
         response = exc.response
         try:
             body: Any = response.content
@@ -213,12 +214,13 @@ def from_exception(exc: BaseException, endpoint: Endpoint, *, streaming: bool) -
     for link in chain:
         if isinstance(link, http.TimeoutException | TimeoutError):
             return EndpointTimeout("no answer", "the server stopped sending", endpoint=url)
-        if isinstance(link, http.TransportError | OSError | openai.APIConnectionError):
+        connection = getattr(openai, "APIConnectionError", ())
+        if isinstance(link, (http.TransportError, OSError, connection)):
             detail = snippet(str(link)) or type(link).__name__
             if streaming or isinstance(link, http.RemoteProtocolError | http.ReadError):
                 return StreamBroken("the connection dropped", detail, endpoint=url)
             return StreamBroken("the connection failed", detail, endpoint=url)
-    if isinstance(exc, openai.APIError):
+    if isinstance(exc, getattr(openai, "APIError", ())):
         return InvalidResponse("the SDK could not read the answer",
                                snippet(str(exc)), endpoint=url)
     name = type(exc).__name__

@@ -17,13 +17,15 @@ how to raise the server's context, or what to pass as ``--max-context-tokens``.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import openai
 
 from actors.model._endpoint import Endpoint, root_url
 from actors.model._http import http
+
+if TYPE_CHECKING:
+    import openai
 
 LOOKUP_SECONDS = 3
 _NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)", re.M)

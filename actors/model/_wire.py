@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import openai
 
 from actors.core.errors import ModelError
 from actors.model._assembly import Assembly
@@ -34,6 +33,9 @@ from actors.model._endpoint import Endpoint
 from actors.model._http import http
 from actors.model._reasoning import Piece
 from actors.model._sse import NotAnEventStream, SSEDecoder, SSEEvent
+
+if TYPE_CHECKING:
+    import openai
 
 OnPiece = Callable[[Piece], Awaitable[None]]
 CLOSE_SECONDS = 2

@@ -28,15 +28,22 @@ still running (a background summary call) and the background checks.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import openai
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.core.budget import Usage, estimate_messages, estimate_tools, prompt_truncated
-from actors.core.errors import EndpointTimeout, ModelError, ModelNotFound, RequestRefused
+from actors.core.errors import (
+    EndpointTimeout,
+    EndpointUnreachable,
+    ModelError,
+    ModelNotFound,
+    RequestRefused,
+)
 from actors.core.events import (
     Event,
     EventSink,
@@ -61,7 +68,11 @@ from actors.model._preflight import (
 from actors.model._protocol import ModelOutcome, ModelRequest
 from actors.model._reasoning import Piece
 from actors.model._retry import RetryPolicy, Sleep, with_retries
+from actors.model._sdk import load as load_sdk
 from actors.model._wire import stream_chat
+
+if TYPE_CHECKING:
+    import openai
 
 CONNECT_SECONDS = 5.0
 CLOSE_SECONDS = 2
@@ -109,9 +120,13 @@ class ModelClient:
         self._context_checked = False
         self._background: anyio.abc.TaskGroup | None = None
 
-    def _http_client(self) -> openai.AsyncOpenAI:
+    async def _http_client(self) -> openai.AsyncOpenAI:
+        """The SDK's client, made on first use (the SDK itself is imported in a thread)."""
         if self._client is None:
-            self._client = openai.AsyncOpenAI(
+            sdk = await load_sdk()
+            if self._client is not None:  # made meanwhile, by another request
+                return self._client
+            self._client = sdk.AsyncOpenAI(
                 base_url=self.base_url, api_key=self._api_key, max_retries=0,
                 timeout=http.Timeout(self.timeout, connect=min(CONNECT_SECONDS, self.timeout)),
             )
@@ -129,8 +144,9 @@ class ModelClient:
             async with inbox, anyio.create_task_group() as tg:
                 self._background = tg
                 task_status.started()
+                tg.start_soon(_quietly, load_sdk)  # in a thread, ready by the first request
                 if self._preflight:
-                    tg.start_soon(self.check_endpoint)
+                    tg.start_soon(_quietly, self.check_endpoint)
                 async for request in inbox:
                     tg.start_soon(self._serve, request)
                 tg.cancel_scope.cancel()  # closing: nobody waits for requests still running
@@ -163,7 +179,14 @@ class ModelClient:
         except ModelError as error:
             return ModelOutcome(error=error)
         except Exception as exc:  # a bug or a surprise: still one clear line, never a crash
-            return ModelOutcome(error=from_exception(exc, self.endpoint, streaming=False))
+            return ModelOutcome(error=self._unexpected(exc))
+
+    def _unexpected(self, exc: Exception) -> ModelError:
+        try:
+            return from_exception(exc, self.endpoint, streaming=False)
+        except Exception:  # the translation itself failed: say what happened, plainly
+            return ModelError(f"unexpected error ({type(exc).__name__})", str(exc)[:160],
+                              endpoint=self.base_url)
 
     async def list_models(self) -> list[str]:
         """The model ids the endpoint lists at ``/v1/models`` (empty if it lists none).
@@ -172,8 +195,8 @@ class ModelClient:
         """
         with anyio.move_on_after(LIST_SECONDS):
             try:
-                response = await self._http_client().get("/models", cast_to=http.Response)
-                payload = response.json()
+                client = await self._http_client()
+                payload = (await client.get("/models", cast_to=http.Response)).json()
             except Exception:  # an endpoint without a models list: nothing to name
                 return []
             return self.endpoint.learn_from_models(payload)
@@ -192,7 +215,8 @@ class ModelClient:
                 await self._emit(request, StreamRestarted(str(last[-1]) if last else "retry"))
             assembly = Assembly(taken_ids=taken)
             try:
-                await stream_chat(self._http_client(), self._body(request), self.endpoint,
+                client = await self._http_client()
+                await stream_chat(client, self._body(request), self.endpoint,
                                   assembly, lambda piece: self._show(request, progress, piece))
             except RequestRefused as error:
                 if self._include_usage and "stream_options" in error.detail:
@@ -233,7 +257,7 @@ class ModelClient:
                 self.endpoint, usage.prompt_tokens, in_messages), request)
         if not self._context_checked and self._background is not None:
             self._context_checked = True
-            self._background.start_soon(self._check_context)
+            self._background.start_soon(_quietly, self._check_context)
         return ModelOutcome(message=message, usage=usage, finish_reason=assembly.finish_reason,
                             reasoning=assembly.reasoning_text())
 
@@ -295,24 +319,26 @@ class ModelClient:
                                     available=self.endpoint.models, endpoint=self.base_url,
                                     hint=self.endpoint.pull_hint())
             await self._warn("model", str(missing))
-        if self.endpoint.server == "unknown" and isinstance(
-                await get_json(self._http_client(), f"{root_url(self.base_url)}/api/version"),
-                dict):
-            self.endpoint.server = "ollama"
+        if self.endpoint.server == "unknown":
+            version = await get_json(await self._http_client(),
+                                     f"{root_url(self.base_url)}/api/version")
+            if isinstance(version, dict) and "version" in version:
+                self.endpoint.server = "ollama"
         await self._learn_context()
 
     async def _fetch_models(self) -> tuple[Any, ModelError | None]:
         """The ``/v1/models`` answer, or why the endpoint could not be reached."""
         with anyio.move_on_after(LIST_SECONDS):
+            client = await self._http_client()
             try:
-                response = await self._http_client().get("/models", cast_to=http.Response)
-                return response.json(), None
-            except openai.APIStatusError:  # reachable, but lists no models: nothing to check
-                return None, None
+                return (await client.get("/models", cast_to=http.Response)).json(), None
             except ValueError:
                 return None, None
             except Exception as exc:
-                return None, from_exception(exc, self.endpoint, streaming=False)
+                error = from_exception(exc, self.endpoint, streaming=False)
+                if isinstance(error, EndpointUnreachable):
+                    return None, error
+                return None, None  # reachable, but no list of models: nothing to check
         return None, None
 
     async def _check_context(self) -> None:
@@ -323,7 +349,7 @@ class ModelClient:
     async def _learn_context(self) -> None:
         if self._budget is None:
             return
-        client = self._http_client()
+        client = await self._http_client()
         server = self.endpoint.server
         if server == "ollama":
             await ollama_context(client, self.endpoint)
@@ -335,6 +361,13 @@ class ModelClient:
         warning = context_warning(self.endpoint, self._budget)
         if warning is not None:
             await self._warn("context", warning)
+
+
+async def _quietly(check: Callable[[], Awaitable[object]]) -> None:
+    """Run a background check that may only warn: if it fails, it says nothing, and it never
+    takes the actor down (a failing request reports its own failure). Cancellation passes."""
+    with contextlib.suppress(Exception):
+        await check()
 
 
 __all__ = ["ModelClient", "ModelOutcome", "ModelRequest"]

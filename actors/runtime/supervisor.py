@@ -77,6 +77,7 @@ from actors.model import (
     ModelClient,
     ModelOutcome,
     ModelRequest,
+    RetryPolicy,
 )
 from actors.runtime.checkpoint_writer import CheckpointClient, Write, run_checkpoint_writer
 from actors.runtime.compactor import CompactAnswer, Compactor, CompactRequest
@@ -250,7 +251,8 @@ class Supervisor:
         model = ModelClient(base_url=settings.base_url, api_key=settings.api_key,
                             model=settings.model, timeout=settings.llm_timeout,
                             events=self._events, preflight=settings.preflight,
-                            context_budget=settings.max_context_tokens)
+                            context_budget=settings.max_context_tokens,
+                            retry=RetryPolicy(first_backoff=settings.retry_backoff))
         executor = ToolExecutor(
             mode=settings.mode, timeout=settings.tool_timeout,
             max_output_bytes=settings.max_output_bytes, sandbox=settings.sandbox_dir,

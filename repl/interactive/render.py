@@ -63,6 +63,7 @@ class Renderer:
         self._out = out
         self._in_text = False
         self._in_reasoning = False
+        self._held: list[Notice] = []  # notices that came while a line was streaming
 
     @property
     def out(self) -> TextIO:
@@ -73,13 +74,21 @@ class Renderer:
         self.out.flush()
 
     def end_line(self) -> None:
-        """Finish a streamed answer's (or reasoning's) line (at the end of a turn)."""
+        """Finish a streamed answer's (or reasoning's) line (at the end of a turn), then show
+        the notices that came meanwhile."""
         if self._in_reasoning:
             self._write(UNDIM + "\n")
             self._in_reasoning = False
         if self._in_text:
             self._write("\n")
             self._in_text = False
+        held, self._held = self._held, []
+        for notice in held:
+            self._notice(notice)
+
+    def _notice(self, event: Notice) -> None:
+        prefix = {"info": "", "warning": "warning: ", "error": "error: "}[event.level]
+        self._write(f"[{prefix}{event.text}]\n")
 
     def _line(self, text: str) -> None:
         self.end_line()
@@ -109,8 +118,10 @@ class Renderer:
             mark = "→" if event.ok else "✗"
             self._line(f"  {mark} {event.preview.strip()[:ARGUMENT_PREVIEW]}")
         elif isinstance(event, Notice):
-            prefix = {"info": "", "warning": "warning: ", "error": "error: "}[event.level]
-            self._line(f"[{prefix}{event.text}]")
+            if self._in_text or self._in_reasoning:
+                self._held.append(event)  # not in the middle of a streamed line
+            else:
+                self._notice(event)
         elif isinstance(event, ApprovalRequest):
             self.end_line()
             allowed = await self._ask(f"Allow {event.description}? [y/N] ")

@@ -54,7 +54,7 @@ class Flavour:
     # -- identity --------------------------------------------------------------------------
 
     def default_models(self) -> list[str]:
-        return ["scripted-model"]
+        return ["scripted-model", "gemma4"]  # gemma4: the harness's default model
 
     def completion_id(self, step: Reply) -> str:
         return f"chatcmpl-scripted-{step.request_index}"
