@@ -274,3 +274,29 @@ async def test_edit_file_refuses_non_utf8(ctx: ToolContext, sandbox: Path) -> No
     with pytest.raises(ToolFailed, match="not valid UTF-8"):
         await call(ctx, "edit_file", path="l1.txt", old_string="caf", new_string="tea")
     assert (sandbox / "l1.txt").read_bytes() == "café\n".encode("latin-1")
+
+
+async def test_glob_patterns_inside_the_tree(ctx: ToolContext, sandbox: Path) -> None:
+    for rel in ["a/b/c.py", "a/d.py", "e.py", ".hidden.py"]:
+        (sandbox / rel).parent.mkdir(parents=True, exist_ok=True)
+        (sandbox / rel).write_text("")
+    assert await call(ctx, "glob_files", pattern="a/**") == "a/\na/b/"  # directories, as pathlib
+    assert await call(ctx, "glob_files", pattern="**/c.py") == "a/b/c.py"
+    assert await call(ctx, "glob_files", pattern="a/*/*.py") == "a/b/c.py"
+    assert await call(ctx, "glob_files", pattern="*.py") == ".hidden.py\ne.py"
+    assert await call(ctx, "glob_files", pattern="./a/d.py") == "a/d.py"
+    with pytest.raises(ToolFailed, match=r"'\.\.' is not allowed"):
+        await call(ctx, "glob_files", pattern="../*")
+    with pytest.raises(ToolFailed, match="is not a directory"):
+        await call(ctx, "glob_files", pattern="*", path="e.py")
+
+
+@pytest.mark.slow  # grep runs in a child process
+async def test_grep_shows_a_long_line_around_the_match(ctx: ToolContext, sandbox: Path) -> None:
+    (sandbox / "min.js").write_text("x" * 5000 + "NEEDLE" + "y" * 5000 + "\n")
+    out = await call(ctx, "grep", pattern="NEEDLE")
+    assert out.startswith("min.js:1: …x") and "NEEDLE" in out and out.endswith("…")
+    assert len(out) < file_tools.MAX_GREP_LINE + 40
+    (sandbox / "src").mkdir()
+    (sandbox / "src" / "a.js").write_text("NEEDLE\n")
+    assert await call(ctx, "grep", pattern="NEEDLE", glob="src/*.js") == "src/a.js:1: NEEDLE"
