@@ -16,15 +16,12 @@ from typing import Any, TextIO
 from actors.core.errors import StorageError, UsageError
 from actors.store import (
     SessionInfo,
-    SqliteStore,
     Store,
     export_session,
     import_paths,
     open_store,
-    timestamp,
     to_markdown,
 )
-from actors.store.sqlite import DB_NAME
 
 PREVIEW_CHARS = 120
 
@@ -188,37 +185,54 @@ def import_(
 def doctor(
     memory_dir: Path, *, repair: bool, store_url: str | None = None, out: TextIO = sys.stdout
 ) -> int:
-    """``--doctor [--repair]``: 0 when nothing serious is (left) wrong, else 1."""
-    from actors.store.sqlite.doctor import examine, render, repair_store
+    """``--doctor [--repair]``: 0 when nothing serious is (left) wrong, else 1.
+
+    A busy, locked or live store is never moved aside: a repair that must replace the file
+    runs only when no other process has the store open (see actors/store/sqlite/doctor.py).
+    """
+    from actors.store.sqlite import doctor as checks
 
     if store_url is not None and store_url.strip() not in ("", "sqlite"):
         return doctor_shared(memory_dir, store_url, repair=repair, out=out)
 
     try:
-        store = SqliteStore(memory_dir)
+        store = checks.open_for_doctor(memory_dir)
     except StorageError as exc:
         print(f"Problems:\n  database: {exc}", file=out)
-        if not repair:
+        left_alone = checks.cannot_open(exc)
+        if left_alone is not None:
+            print(left_alone, file=out)
             return 1
-        moved = set_aside(memory_dir)
-        print(f"Moved the unreadable database aside: {moved}. A new, empty store starts "
-              "next time; import exports with --import.", file=out)
-        return 0
+        if not repair:
+            print("Run `harness --doctor --repair` to salvage what can be read into a new "
+                  "file.", file=out)
+            return 1
+        swapped = checks.salvage_and_swap(memory_dir)
+        print("Repairs:", file=out)
+        print("\n".join(f"  {line}" for line in swapped.lines), file=out)
+        return 0 if swapped.ok else 1
     with store:
         for warning in store.import_warnings:
             print(f"Note: {warning}", file=out)
-        report = examine(store)
-        print("\n".join(render(store, report)), file=out)
+        report = checks.examine(store)
+        print("\n".join(checks.render(store, report)), file=out)
         if not repair:
             if report.serious:
-                print("Run `harness --doctor --repair` to rebuild the index and copy damaged "
-                      "sessions into new ones.", file=out)
+                print("Run `harness --doctor --repair` to rebuild the indexes, salvage damaged "
+                      "pages and copy damaged sessions into new ones.", file=out)
             return 1 if report.serious else 0
-        done = repair_store(store, report)
+        repairs = checks.repair_in_place(store, report)
+    lines, ok = repairs.done, not repairs.failed
+    if repairs.needs_salvage:
+        swapped = checks.salvage_and_swap(memory_dir)
+        lines += swapped.lines
+        ok = ok and swapped.ok
+    if not lines and report.serious:  # a finding no repair step answers: never "nothing"
+        lines, ok = [f"Not repaired: {f.subject}: {f.problem}" for f in report.serious], False
     print("Repairs:", file=out)
-    for line in done or ["Nothing to repair."]:
+    for line in lines or ["Nothing to repair."]:
         print(f"  {line}", file=out)
-    return 0
+    return 0 if ok else 1
 
 
 def doctor_shared(memory_dir: Path, url: str, *, repair: bool, out: TextIO = sys.stdout) -> int:
@@ -247,16 +261,3 @@ def doctor_shared(memory_dir: Path, url: str, *, repair: bool, out: TextIO = sys
         )
     print("\n".join(lines), file=out)
     return 0
-
-
-def set_aside(memory_dir: Path) -> Path:
-    """Rename an unreadable database (and its WAL files) aside; the new name."""
-    suffix = f".damaged-{timestamp().replace(':', '')}"
-    database = memory_dir / DB_NAME
-    target = database.with_name(DB_NAME + suffix)
-    database.rename(target)
-    for extra in ("-wal", "-shm"):
-        side = memory_dir / (DB_NAME + extra)
-        if side.exists():
-            side.rename(side.with_name(DB_NAME + suffix + extra))
-    return target

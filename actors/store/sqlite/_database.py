@@ -28,6 +28,7 @@ from actors.core.errors import CorruptSession, StorageError
 from actors.store._parts import Conn
 from actors.store._records import timestamp
 from actors.store.sqlite._schema import migrate
+from actors.store.sqlite._users import StoreUsers
 
 DB_NAME = "sessions.sqlite3"
 DOCTOR_HINT = "run `harness --doctor` to check it and `harness --doctor --repair` to repair"
@@ -37,6 +38,7 @@ _CAUSES = {
     10: "Disk I/O error while accessing the session store",
     8: "The session store is read-only",
     5: "The session store is busy: another process kept it locked too long",
+    6: "The session store is busy: another process kept it locked too long",
     14: "Cannot open the session store file",
 }
 
@@ -109,16 +111,38 @@ def pad_if_truncated(db_path: Path) -> str | None:
     )
 
 
+def is_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` (or its cause) says the database is locked by someone else, as
+    opposed to damaged: a busy store must never be treated as a broken one."""
+    cause = exc.__cause__ if isinstance(exc, StorageError) else exc
+    return isinstance(cause, sqlite3.Error) and _primary_code(cause) in (5, 6)
+
+
 class SqliteDatabase:
     """The :class:`~actors.store._parts.Transactions` of the SQLite store: one connection
-    to ``db_path`` (created 0600, migrated on open) behind a lock."""
+    to ``db_path`` (created 0600, migrated on open) behind a lock.
+
+    While open it holds the store's users lock shared (:mod:`._users`), so a repair never
+    replaces the file under it. ``busy_timeout``: how long a statement waits for another
+    process's lock before the store is reported busy.
+    """
 
     damage_hint = DOCTOR_HINT
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, *, busy_timeout: float = 10.0) -> None:
         self.path = db_path
         self.warnings: list[str] = []
         self.lock = threading.RLock()  # guards the connection (the doctor holds it too)
+        self.users = StoreUsers(db_path.parent)
+        self.users.share()
+        try:
+            self.connection = self._connect(busy_timeout)
+        except BaseException:
+            self.users.close()
+            raise
+
+    def _connect(self, busy_timeout: float) -> sqlite3.Connection:
+        db_path = self.path
         with translated(db_path):
             if not db_path.exists():
                 os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
@@ -127,9 +151,8 @@ class SqliteDatabase:
                 if warning:
                     self.warnings.append(warning)
             conn = sqlite3.connect(
-                db_path, isolation_level=None, check_same_thread=False, timeout=10.0
+                db_path, isolation_level=None, check_same_thread=False, timeout=busy_timeout
             )
-        self.connection = conn
         conn.row_factory = sqlite3.Row
         try:
             with translated(db_path):
@@ -140,6 +163,7 @@ class SqliteDatabase:
         except BaseException:
             conn.close()
             raise
+        return conn
 
     @property
     def location(self) -> str:
@@ -148,6 +172,7 @@ class SqliteDatabase:
     def close(self) -> None:
         with self.lock:
             self.connection.close()
+            self.users.close()
 
     @contextlib.contextmanager
     def read(self, session_id: str | None = None) -> Iterator[Conn]:

@@ -31,9 +31,15 @@ class SqliteStore(Store):
     db: SqliteDatabase
     leases: FlockLeases
 
-    def __init__(self, memory_dir: str | os.PathLike[str], *, import_legacy: bool = True) -> None:
+    def __init__(
+        self,
+        memory_dir: str | os.PathLike[str],
+        *,
+        import_legacy: bool = True,
+        busy_timeout: float = 10.0,
+    ) -> None:
         path = private_memory_dir(memory_dir)
-        db = SqliteDatabase(path / DB_NAME)
+        db = SqliteDatabase(path / DB_NAME, busy_timeout=busy_timeout)
         backend = Backend(db, FlockLeases(path / "sessions"), Fts5Index(), tuple(db.warnings))
         try:
             super().__init__(path, backend, import_legacy=import_legacy)

@@ -1,29 +1,60 @@
 """``harness --doctor [--repair]``: check the SQLite store and repair what can be repaired.
 
-Checks: SQLite's integrity check; the search indexes against the transcript; every session's
-rows (valid JSON, counts, pairing of tool calls); sessions left ``active`` by a crash; lock
+Checks (:func:`examine`, read-only): SQLite's integrity check; the search indexes against the
+transcript; every session's rows (valid JSON, counts) and its saved context as the endpoint
+would get it (every tool call with a string id, no id twice in one message, every call with
+exactly one result, no result without its call); sessions left ``active`` by a crash; lock
 files; older JSON records that could not be imported.
 
-Repairs never edit a session in place: the search indexes are rebuilt from the transcript, and
-a damaged session is copied, with what can still be read and its tool calls paired, into a new
-session whose ``parent_id`` is the damaged one. The original stays for the user to inspect and
-delete.
+Repairs (:func:`repair_in_place`, then :func:`salvage_and_swap` when needed) never edit a
+session in place and never hide a healthy store:
+
+* indexes whose pages are sound but whose entries disagree with their table are rebuilt
+  (``REINDEX``), and the search index is rebuilt from the transcripts, inside ordinary write
+  transactions, safe beside running harnesses;
+* a session whose rows are damaged, or whose context is not valid, is copied, with what can
+  be read and its tool-call ids made unique strings and paired, into a new session whose
+  ``parent_id`` is the damaged one; the original stays for the user to inspect and delete;
+* damaged pages (the integrity check fails and ``REINDEX`` cannot or may not help) are never
+  written to: every readable row is salvaged into a new file (:mod:`._salvage`), which takes
+  the old file's place, and the old file is kept beside it. Replacing the file needs the
+  store to be unused: the users lock (:mod:`._users`) taken exclusively and no lease held by
+  another process; otherwise nothing is moved and the doctor says who uses it;
+* a busy or locked database, one written by a newer harness, a read-only one: reported,
+  never moved.
+
+Synchronous and blocking (whole-file reads): run it in a worker thread from async code.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import shutil
 import sqlite3
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from actors.core.errors import HarnessError
-from actors.core.messages import Message, pairing_problems, repair, text_of
+from actors.core.errors import HarnessError, StorageError
+from actors.core.ids import new_session_id
+from actors.core.messages import Message, open_calls_at_end, pairing_problems, repair, text_of
 from actors.store._records import timestamp
 from actors.store._text import indexed_text, session_text
+from actors.store.sqlite._database import DB_NAME, is_busy
+from actors.store.sqlite._lease import held_elsewhere
+from actors.store.sqlite._salvage import Salvage, salvage
 from actors.store.sqlite._store import SqliteStore
+from actors.store.sqlite._users import StoreUsers
 
 REPAIRED_TITLE = "Repaired copy of "
+BUSY_TIMEOUT = 3.0  # the doctor reports a busy store instead of waiting the harness's 10 s
+_INDEX_ONLY = re.compile(
+    r"(missing from index|wrong # of entries in index|non-unique entry in UNIQUE index)"
+)
+_FTS_TABLES = ("message_text", "session_text")
 
 
 @dataclass
@@ -49,6 +80,7 @@ class Report:
     sessions: int = 0
     messages: int = 0
     integrity: str = "ok"
+    index_only: bool = False  # the integrity check complains about index entries only
     findings: list[Finding] = field(default_factory=list)
     damaged: dict[str, _SessionRows] = field(default_factory=dict)
     index_stale: bool = False
@@ -56,6 +88,10 @@ class Report:
     @property
     def serious(self) -> list[Finding]:
         return [f for f in self.findings if f.serious]
+
+    @property
+    def pages_damaged(self) -> bool:
+        return self.integrity != "ok" and not self.index_only
 
 
 def _parse(body: Any, what: str, problems: list[str]) -> Message | None:
@@ -105,6 +141,32 @@ def _read_session(conn: sqlite3.Connection, row: sqlite3.Row) -> _SessionRows:
     return rows
 
 
+def call_id_problems(context: list[Message]) -> list[str]:
+    """Why the endpoint would refuse this context's tool calls: ids that are not strings,
+    an id used twice in one message, a call without its result, a result without its call."""
+    problems = []
+    for pos, message in enumerate(context):
+        role = message.get("role")
+        if role == "assistant" and message.get("tool_calls") is not None:
+            calls = message["tool_calls"]
+            if not isinstance(calls, list):
+                problems.append(f"message {pos}: tool_calls is not a list")
+                continue
+            ids: set[str] = set()
+            for call in calls:
+                call_id = call.get("id") if isinstance(call, dict) else None
+                if not isinstance(call_id, str) or not call_id:
+                    problems.append(f"message {pos}: a tool call id {call_id!r} is not a string")
+                elif call_id in ids:
+                    problems.append(f"message {pos}: tool call id {call_id!r} is used twice")
+                ids.add(str(call_id))
+        elif role == "tool" and not isinstance(message.get("tool_call_id"), str):
+            problems.append(
+                f"message {pos}: a tool result's id {message.get('tool_call_id')!r} is not "
+                "a string")
+    return problems + pairing_problems(context)
+
+
 def examine(store: SqliteStore) -> Report:
     """Check everything; read-only."""
     report = Report()
@@ -116,6 +178,7 @@ def examine(store: SqliteStore) -> Report:
             lines = [str(exc)]
         if lines != ["ok"]:
             report.integrity = "; ".join(lines[:3])
+            report.index_only = all(_INDEX_ONLY.search(line) for line in lines)
             report.findings.append(Finding("database", f"integrity check: {report.integrity}"))
         _examine_index(conn, report)
         try:
@@ -133,7 +196,7 @@ def examine(store: SqliteStore) -> Report:
 
 
 def _examine_index(conn: sqlite3.Connection, report: Report) -> None:
-    for table in ("message_text", "session_text"):
+    for table in _FTS_TABLES:
         try:
             conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
         except sqlite3.DatabaseError as exc:
@@ -171,14 +234,25 @@ def _examine_session(store: SqliteStore, session_id: str, rows: _SessionRows,
     if running:
         report.findings.append(Finding(session_id, "running in another process", False))
         return
-    if rows.meta["status"] == "active":
+    crashed = rows.meta["status"] == "active"
+    if crashed:
         report.findings.append(Finding(
             session_id, "was not closed cleanly (a crash); it is recovered on resume", False))
-    problems = pairing_problems(rows.context)
-    if problems:
+    problems = call_id_problems(rows.context)
+    if not problems:
+        return
+    open_at_end = open_calls_at_end(rows.context)
+    if crashed and len(problems) == len(open_at_end) and not call_id_problems(
+        repair(rows.context).messages
+    ):
         report.findings.append(Finding(
-            session_id, f"{len(problems)} tool-call pairing problems ({problems[0]}); "
-            "repaired on resume", False))
+            session_id, f"{len(problems)} tool calls were running at the crash; recovery "
+            "answers them on resume", False))
+        return
+    report.damaged[session_id] = rows
+    report.findings.append(Finding(
+        session_id, f"its context cannot be sent to an endpoint: {problems[0]}"
+        + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")))
 
 
 def _examine_files(store: SqliteStore, conn: sqlite3.Connection, ids: set[str],
@@ -193,40 +267,80 @@ def _examine_files(store: SqliteStore, conn: sqlite3.Connection, ids: set[str],
     except sqlite3.DatabaseError:
         failed = []
     for name, error in failed:
-        report.findings.append(Finding(f"sessions/{name}", f"older record not imported: {error}"))
+        report.findings.append(Finding(
+            f"sessions/{name}", f"older record not imported: {error}", False))
 
 
-def repair_store(store: SqliteStore, report: Report) -> list[str]:
-    """Rebuild the search index and copy damaged sessions into new ones; what was done."""
-    done = []
+# -- repairs that run beside live harnesses -------------------------------------------------
+
+
+@dataclass
+class Repairs:
+    """What the repairs did, and whether the file still needs salvaging."""
+
+    done: list[str] = field(default_factory=list)
+    needs_salvage: bool = False
+    failed: bool = False
+
+
+def repair_in_place(store: SqliteStore, report: Report) -> Repairs:
+    """Rebuild indexes whose pages are sound and copy damaged sessions into new ones.
+
+    When pages are damaged, nothing is written: :attr:`Repairs.needs_salvage` is set and the
+    caller salvages the file (:func:`salvage_and_swap`) once this store is closed.
+    """
+    repairs = Repairs()
+    if report.pages_damaged:
+        repairs.needs_salvage = True
+        return repairs
+    if report.index_only:
+        try:
+            with store.db.write() as conn:
+                conn.execute("REINDEX")
+            with store.db.read() as conn:
+                integrity = [r[0] for r in conn.execute("PRAGMA integrity_check(5)")]
+        except (StorageError, sqlite3.DatabaseError):
+            integrity = ["REINDEX failed"]
+        if integrity != ["ok"]:
+            repairs.needs_salvage = True
+            return repairs
+        repairs.done.append("Rebuilt the database's indexes (REINDEX); the integrity check "
+                            "is ok again.")
     if report.index_stale:
-        _rebuild_index(store)
-        done.append("Rebuilt the search index from the transcripts.")
+        _rebuild_search_index(store)
+        repairs.done.append("Rebuilt the search index from the transcripts.")
     existing = {
         (s["parent_id"], s["title"]) for s in store.list_sessions(include_archived=True)
     }
     for session_id, rows in report.damaged.items():
         title = REPAIRED_TITLE + (rows.meta["title"] or session_id)
         if (session_id, title) in existing:
-            done.append(f"{session_id}: a repaired copy exists already.")
+            repairs.done.append(f"{session_id}: a repaired copy exists already.")
             continue
         try:
             new_id = _copy_readable(store, session_id, rows, title)
         except HarnessError as exc:
-            done.append(f"{session_id}: could not be copied ({exc}).")
+            repairs.done.append(f"{session_id}: could not be copied ({exc}).")
+            repairs.failed = True
             continue
-        done.append(
+        repairs.done.append(
             f"{session_id}: readable part copied to new session {new_id} "
-            f"({len(rows.context)} messages in context, {len(rows.transcript)} in transcript). "
-            f"Check it, then delete the original with --delete {session_id} --yes."
+            f"({len(rows.context)} messages in context, {len(rows.transcript)} in transcript, "
+            f"tool calls paired). Check it, then delete the original with "
+            f"--delete {session_id} --yes."
         )
-    return done
+    return repairs
 
 
-def _rebuild_index(store: SqliteStore) -> None:
+def _rebuild_search_index(store: SqliteStore) -> None:
+    """Drop and recreate the FTS5 tables (their pages are sound: the integrity check passed)
+    and fill them from the transcripts, in one write transaction."""
     with store.db.write() as conn:
-        conn.execute("DELETE FROM message_text")
-        conn.execute("DELETE FROM session_text")
+        for table in _FTS_TABLES:
+            (sql,) = conn.execute(
+                "SELECT sql FROM sqlite_schema WHERE name = ?", (table,)).fetchone()
+            conn.execute(f"DROP TABLE {table}")
+            conn.execute(sql)
         rows = []
         for mid, body in conn.execute("SELECT mid, body FROM transcript"):
             try:
@@ -252,9 +366,42 @@ def _rebuild_index(store: SqliteStore) -> None:
         )
 
 
-def _copy_readable(store: SqliteStore, session_id: str, rows: _SessionRows, title: str) -> str:
-    from actors.core.ids import new_session_id
+def unique_call_ids(messages: list[Message]) -> list[Message]:
+    """``messages`` with every tool call id a string, unique in the context, and each result
+    pointing at its call: non-string ids become strings, a repeated id gets a suffix
+    (``-2``), and results answer the calls of their block in order."""
+    out: list[Message] = []
+    used: set[str] = set()
+    pending: dict[str, list[str]] = {}
+    for message in messages:
+        role = message.get("role")
+        if role == "assistant" and message.get("tool_calls") is not None:
+            pending = {}
+            calls = message["tool_calls"] if isinstance(message["tool_calls"], list) else []
+            renamed = []
+            for call in calls:
+                if not isinstance(call, dict):
+                    continue
+                raw = call.get("id")
+                base = str(raw) if raw not in (None, "") else "call"
+                new, n = base, 2
+                while new in used:
+                    new, n = f"{base}-{n}", n + 1
+                used.add(new)
+                pending.setdefault(base, []).append(new)
+                renamed.append({**call, "id": new})
+            message = {**message, "tool_calls": renamed}
+            if not renamed:
+                del message["tool_calls"]
+        elif role == "tool":
+            queue = pending.get(str(message.get("tool_call_id")))
+            if queue:
+                message = {**message, "tool_call_id": queue.pop(0)}
+        out.append(message)
+    return out
 
+
+def _copy_readable(store: SqliteStore, session_id: str, rows: _SessionRows, title: str) -> str:
     try:
         state = json.loads(rows.meta["state"])
     except ValueError:
@@ -271,12 +418,138 @@ def _copy_readable(store: SqliteStore, session_id: str, rows: _SessionRows, titl
         "project_root": rows.meta["project_root"],
         "parent_id": session_id,
         "state": state if isinstance(state, dict) else {},
-        "messages": repair(rows.context).messages,
+        "messages": repair(unique_call_ids(rows.context)).messages,
         "transcript": rows.transcript,
         "compactions": [],
     }
     store.import_record(record)
     return str(record["id"])
+
+
+# -- repairs that replace the file ----------------------------------------------------------
+
+
+def users_elsewhere(memory_dir: Path) -> list[str]:
+    """The sessions (with their holder's pid) that other processes are running now."""
+    running = []
+    sessions_dir = memory_dir / "sessions"
+    for lock in sorted(sessions_dir.glob("*.lock")):
+        if held_elsewhere(lock):
+            holder = ""
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                holder = f" (pid {int(json.loads(lock.read_text())['pid'])})"
+            running.append(f"{lock.stem}{holder}")
+    return running
+
+
+def set_aside(memory_dir: Path) -> Path:
+    """Rename the database (and its WAL files) aside; the new name. Only with the users
+    lock held exclusively."""
+    suffix = f".damaged-{timestamp().replace(':', '')}"
+    database = memory_dir / DB_NAME
+    target = database.with_name(DB_NAME + suffix)
+    database.rename(target)
+    for extra in ("-wal", "-shm"):
+        side = memory_dir / (DB_NAME + extra)
+        if side.exists():
+            side.rename(side.with_name(DB_NAME + suffix + extra))
+    return target
+
+
+@dataclass
+class Swapped:
+    """The outcome of :func:`salvage_and_swap`."""
+
+    lines: list[str]
+    ok: bool
+    salvage: Salvage | None = None
+
+
+def salvage_and_swap(memory_dir: Path) -> Swapped:
+    """Salvage every readable session of ``memory_dir``'s database into a new file and put
+    it in the old one's place (kept beside it as ``sessions.sqlite3.damaged-…``).
+
+    Refused, with nothing moved, while another process has the store open or holds a lease.
+    """
+    memory_dir = memory_dir.expanduser().resolve()
+    users = StoreUsers(memory_dir)
+    if not users.exclusive():
+        return Swapped([
+            "The store is in use by another process (a harness or a session command), so "
+            "the damaged file was not replaced and nothing was moved. Close the other "
+            "harnesses and run `harness --doctor --repair` again."
+        ], ok=False)
+    try:
+        running = users_elsewhere(memory_dir)
+        if running:
+            return Swapped([
+                "Sessions are running in other processes: " + ", ".join(running) + ". "
+                "Nothing was moved; close them and run `harness --doctor --repair` again."
+            ], ok=False)
+        database = memory_dir / DB_NAME
+        work = memory_dir / f".salvage-{timestamp().replace(':', '')}"
+        try:
+            saved = salvage(database, work)
+            aside = set_aside(memory_dir)
+            saved.path.rename(database)
+            _fsync_dir(memory_dir)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    finally:
+        users.close()
+    return Swapped(_describe(saved, aside), ok=True, salvage=saved)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _describe(saved: Salvage, aside: Path) -> list[str]:
+    whole = [s for s in saved.sessions if s.whole]
+    partial = [s for s in saved.sessions if not s.whole and not s.new]
+    found = [s for s in saved.sessions if s.new]
+    lines = [
+        f"Salvaged the readable rows into a new database file; the damaged one is kept at "
+        f"{aside}.",
+        f"Saved {len(saved.sessions)} sessions ({saved.messages} messages): {len(whole)} "
+        f"whole, {len(partial)} in part, {len(found)} found without their session record.",
+    ]
+    for s in partial:
+        lost = s.expected - s.messages
+        what = f"{s.messages} of {s.expected} messages" if lost > 0 else "every message"
+        context = "" if s.context_whole else ", context rebuilt from what was readable"
+        lines.append(f"  {s.id} {s.title!r}: {what} saved{context}.")
+    for s in found:
+        lines.append(f"  {s.id} (new): {s.messages} messages whose session record was lost.")
+    if not saved.sessions:
+        lines.append("Nothing could be read; the new store is empty. Import exports with "
+                     "--import.")
+    if saved.unreadable_rows:
+        lines.append(f"{saved.unreadable_rows} rows or pages could not be read.")
+    return lines
+
+
+def open_for_doctor(memory_dir: Path) -> SqliteStore:
+    """The store as the doctor opens it (reports a busy store after :data:`BUSY_TIMEOUT`)."""
+    return SqliteStore(memory_dir, busy_timeout=BUSY_TIMEOUT)
+
+
+def cannot_open(exc: StorageError) -> str | None:
+    """Why an unopenable store must be left alone (busy, newer, read-only …), or None when
+    it is damaged and may be salvaged."""
+    if is_busy(exc):
+        return ("The store is busy: another process holds its lock. Nothing was changed; "
+                "try again when it is done.")
+    cause = exc.__cause__
+    if isinstance(cause, sqlite3.Error) and (
+        getattr(cause, "sqlite_errorcode", 0) & 0xFF
+    ) in (11, 26):  # SQLITE_CORRUPT, SQLITE_NOTADB
+        return None
+    return "This is not damage that a repair can fix; nothing was changed."
 
 
 def render(store: SqliteStore, report: Report) -> list[str]:
