@@ -29,6 +29,7 @@ from actors.store._parts import Conn
 from actors.store._records import timestamp
 from actors.store.sqlite._schema import migrate
 from actors.store.sqlite._users import StoreUsers
+from actors.store.sqlite._wal_watch import WalWatch
 
 DB_NAME = "sessions.sqlite3"
 DOCTOR_HINT = "run `harness --doctor` to check it and `harness --doctor --repair` to repair"
@@ -125,6 +126,12 @@ class SqliteDatabase:
     While open it holds the store's users lock shared (:mod:`._users`), so a repair never
     replaces the file under it. ``busy_timeout``: how long a statement waits for another
     process's lock before the store is reported busy.
+
+    Before every ``COMMIT`` it checks that the ``-wal`` and ``-shm`` names still name the files
+    SQLite has open (:mod:`._wal_watch`). If another program deleted or replaced one, the
+    transaction is rolled back, what the orphaned log holds is written back into the database
+    (``wal_checkpoint(TRUNCATE)``), the connection is reopened and :class:`StorageError`
+    says what happened: that write is not acknowledged, and none acknowledged before is lost.
     """
 
     damage_hint = DOCTOR_HINT
@@ -135,11 +142,14 @@ class SqliteDatabase:
         self.lock = threading.RLock()  # guards the connection (the doctor holds it too)
         self.users = StoreUsers(db_path.parent)
         self.users.share()
+        self._busy_timeout = busy_timeout
+        self._watch = WalWatch(db_path)
         try:
             self.connection = self._connect(busy_timeout)
         except BaseException:
             self.users.close()
             raise
+        self._watch.start()
 
     def _connect(self, busy_timeout: float) -> sqlite3.Connection:
         db_path = self.path
@@ -191,9 +201,38 @@ class SqliteDatabase:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
+                self._check_side_files()
                 conn.execute("COMMIT")
             except BaseException:
-                if conn.in_transaction:
+                if conn is self.connection and conn.in_transaction:  # not after a reopen
                     with contextlib.suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
                 raise
+
+    def _check_side_files(self) -> None:
+        """Raise :class:`StorageError`, after a safe reopen, when the ``-wal`` or ``-shm`` file
+        was deleted or replaced behind SQLite's back (inside a write, before ``COMMIT``)."""
+        change = self._watch.changed()
+        if change is None:
+            return
+        conn = self.connection
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        written_back = False
+        with contextlib.suppress(sqlite3.Error):
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            written_back = busy == 0
+        kept = (
+            "everything saved before it was written back into the database, which was "
+            "reopened" if written_back else
+            "what was saved since SQLite's last checkpoint could not be written back into the "
+            "database and may be lost"
+        )
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+        self.connection = self._connect(self._busy_timeout)
+        self._watch.start()
+        raise StorageError(
+            f"The session store's {change} by another program while the harness was running "
+            f"({self.path.parent}). This change was not saved; {kept}."
+        )
