@@ -71,16 +71,22 @@ def import_paths(store: Records, *paths: str | os.PathLike[str]) -> list[ImportR
 
 def import_legacy_dir(store: Records) -> None:
     """Import ``sessions/*.json`` of the older layout, each file once until it changes;
-    never modify them. A malformed file is reported once in ``store.import_warnings``; one
-    whose lease is held (an older harness still runs it) is tried again on the next open."""
+    never modify them. A malformed file is reported once in ``store.import_warnings`` (one
+    line naming the file and the field) and never stops the command that opened the store;
+    one whose lease is held (an older harness still runs it), or that cannot be written now
+    (a full disk, a read-only store), is tried again on the next open."""
     try:
         entries = [e for e in os.scandir(store.sessions_dir) if e.name.endswith(".json")]
     except OSError:
         return
     if not entries:
         return
-    known = store.legacy_files()
-    for entry in entries:
+    try:
+        known = store.legacy_files()
+    except StorageError as exc:
+        store.import_warnings.append(f"Older session files not imported now: {exc}")
+        return
+    for entry in sorted(entries, key=lambda e: e.name):
         try:
             stat = entry.stat()
         except OSError:
@@ -97,4 +103,12 @@ def import_legacy_dir(store: Records) -> None:
             store.import_warnings.append(f"Skipped legacy session file {error}")
         except UsageError:  # its lease is held: an older harness still runs it; next time
             continue
-        store.note_legacy_file(entry.name, stat.st_size, stat.st_mtime_ns, session_id, error)
+        except StorageError as exc:  # not written now; tried again on the next open
+            store.import_warnings.append(f"Legacy session file {entry.path} not imported "
+                                         f"now: {exc}")
+            continue
+        try:
+            store.note_legacy_file(entry.name, stat.st_size, stat.st_mtime_ns, session_id,
+                                   error)
+        except StorageError as exc:
+            store.import_warnings.append(f"Legacy session file {entry.path}: {exc}")

@@ -9,7 +9,6 @@ state, no compactions) and checks what must be there.
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from actors.core.errors import InvalidRecord
 from actors.core.ids import check_session_id
 from actors.core.messages import Message, text_of
+from actors.store._hostile import check_compactions, check_messages, check_values, decode_record
 
 FORMAT_VERSION = 1
 STATUSES = ("active", "saved", "aborted")
@@ -73,24 +73,21 @@ def timestamp() -> str:
 
 
 def normalise_record(raw: Any, source: str) -> dict[str, Any]:
-    """Check an imported record and fill missing fields; raise :class:`InvalidRecord`."""
+    """Check an imported record and fill missing fields; raise :class:`InvalidRecord` with
+    one line naming ``source`` and the field (see :mod:`actors.store._hostile`)."""
     if not isinstance(raw, dict):
         raise InvalidRecord(f"{source}: not a JSON object")
     try:
         check_session_id(raw.get("id"))
     except ValueError:
         raise InvalidRecord(f"{source}: missing or invalid 'id'") from None
-    messages = raw.get("messages")
-    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-        raise InvalidRecord(f"{source}: 'messages' must be a list of objects")
-    for m in messages:
-        if not isinstance(m.get("role"), str):
-            raise InvalidRecord(f"{source}: a message has no 'role'")
+    check_values(raw, source)
+    check_messages(raw.get("messages"), "messages", source)
     record = copy.deepcopy(raw)
     now = timestamp()
     record.setdefault("created_at", now)
     record.setdefault("updated_at", record["created_at"])
-    record.setdefault("transcript", copy.deepcopy(messages))
+    record.setdefault("transcript", copy.deepcopy(raw["messages"]))
     record.setdefault("title", "")
     record.setdefault("summary", "")
     record.setdefault("archived", False)
@@ -99,14 +96,12 @@ def normalise_record(raw: Any, source: str) -> dict[str, Any]:
     record.setdefault("parent_id", None)
     record.setdefault("state", {})
     record.setdefault("compactions", [])
-    if not isinstance(record["transcript"], list) or not all(
-        isinstance(m, dict) for m in record["transcript"]
-    ):
-        raise InvalidRecord(f"{source}: 'transcript' must be a list of objects")
+    check_messages(record["transcript"], "transcript", source)
     if not isinstance(record["state"], dict):
-        raise InvalidRecord(f"{source}: 'state' must be an object")
+        raise InvalidRecord(f"{source}: state must be an object")
     if not isinstance(record["compactions"], list):
-        raise InvalidRecord(f"{source}: 'compactions' must be a list")
+        raise InvalidRecord(f"{source}: compactions must be a list")
+    check_compactions(record["compactions"], source)
     if record["status"] not in STATUSES:
         record["status"] = "saved"
     if record["parent_id"] is not None:
@@ -122,12 +117,13 @@ def normalise_record(raw: Any, source: str) -> dict[str, Any]:
 
 
 def read_record_file(path: Path) -> dict[str, Any]:
-    """Parse one exported or legacy record file; raise :class:`InvalidRecord` naming it."""
+    """Parse one exported or legacy record file; raise :class:`InvalidRecord` naming it (and
+    the field at fault)."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise InvalidRecord(f"{path}: {exc}") from None
-    return normalise_record(raw, str(path))
+    return normalise_record(decode_record(text, str(path)), str(path))
 
 
 def to_markdown(record: dict[str, Any]) -> str:

@@ -36,8 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from actors.core.errors import InvalidRecord
 from actors.core.ids import check_session_id, new_session_id
 from actors.core.messages import Message, repair
+from actors.store._hostile import importable
 from actors.store._records import timestamp
 from actors.store._write_ahead import notice_for
 from actors.store.sqlite._store import SqliteStore
@@ -70,6 +72,7 @@ class Salvage:
     path: Path  # the new database file
     sessions: list[SavedSession] = field(default_factory=list)
     unreadable_rows: int = 0  # rows (or pages of rows) that could not be read or made sense of
+    failed: list[str] = field(default_factory=list)  # sessions read but refused, and why
 
     @property
     def messages(self) -> int:
@@ -254,12 +257,12 @@ def _record(conn: sqlite3.Connection, session: _Session) -> tuple[dict[str, Any]
     row = session.row
     length = row["context_len"] if isinstance(row["context_len"], int) else 0
     context, whole = _context(conn, session, length)
-    fixed = repair(context, notice_for(_phases(conn, session.rid)))
+    fixed = repair(importable(context), notice_for(_phases(conn, session.rid)))
     try:
         state = json.loads(row["state"])
     except (TypeError, ValueError):
         state = None
-    transcript = [m for _, (_, m) in sorted(session.transcript.items())]
+    transcript = importable([m for _, (_, m) in sorted(session.transcript.items())])
     return {
         "id": row["id"],
         "created_at": _text(row["created_at"]) or timestamp(),
@@ -290,13 +293,17 @@ def salvage(damaged: Path, into: Path) -> Salvage:
         _read_transcripts(conn, sessions, orphans, result)
         for session in sessions.values():
             record, whole = _record(conn, session)
-            target.import_record(record)
+            try:
+                target.import_record(record)
+            except InvalidRecord as exc:
+                result.failed.append(f"{record['id']}: {exc}")
+                continue
             expected = session.row["transcript_len"]
             result.sessions.append(SavedSession(
                 record["id"], record["title"], len(session.transcript),
                 expected if isinstance(expected, int) else 0, whole))
         for orphan in orphans.values():
-            transcript = [m for _, (_, m) in sorted(orphan.transcript.items())]
+            transcript = importable([m for _, (_, m) in sorted(orphan.transcript.items())])
             fixed = repair(transcript)
             now = timestamp()
             record = {

@@ -41,6 +41,7 @@ from typing import Any
 from actors.core.errors import HarnessError, StorageError
 from actors.core.ids import new_session_id
 from actors.core.messages import Message, open_calls_at_end, pairing_problems, repair, text_of
+from actors.store._hostile import importable
 from actors.store._records import timestamp
 from actors.store._text import indexed_text, session_text
 from actors.store.sqlite._database import DB_NAME, is_busy
@@ -366,41 +367,6 @@ def _rebuild_search_index(store: SqliteStore) -> None:
         )
 
 
-def unique_call_ids(messages: list[Message]) -> list[Message]:
-    """``messages`` with every tool call id a string, unique in the context, and each result
-    pointing at its call: non-string ids become strings, a repeated id gets a suffix
-    (``-2``), and results answer the calls of their block in order."""
-    out: list[Message] = []
-    used: set[str] = set()
-    pending: dict[str, list[str]] = {}
-    for message in messages:
-        role = message.get("role")
-        if role == "assistant" and message.get("tool_calls") is not None:
-            pending = {}
-            calls = message["tool_calls"] if isinstance(message["tool_calls"], list) else []
-            renamed = []
-            for call in calls:
-                if not isinstance(call, dict):
-                    continue
-                raw = call.get("id")
-                base = str(raw) if raw not in (None, "") else "call"
-                new, n = base, 2
-                while new in used:
-                    new, n = f"{base}-{n}", n + 1
-                used.add(new)
-                pending.setdefault(base, []).append(new)
-                renamed.append({**call, "id": new})
-            message = {**message, "tool_calls": renamed}
-            if not renamed:
-                del message["tool_calls"]
-        elif role == "tool":
-            queue = pending.get(str(message.get("tool_call_id")))
-            if queue:
-                message = {**message, "tool_call_id": queue.pop(0)}
-        out.append(message)
-    return out
-
-
 def _copy_readable(store: SqliteStore, session_id: str, rows: _SessionRows, title: str) -> str:
     try:
         state = json.loads(rows.meta["state"])
@@ -418,8 +384,8 @@ def _copy_readable(store: SqliteStore, session_id: str, rows: _SessionRows, titl
         "project_root": rows.meta["project_root"],
         "parent_id": session_id,
         "state": state if isinstance(state, dict) else {},
-        "messages": repair(unique_call_ids(rows.context)).messages,
-        "transcript": rows.transcript,
+        "messages": repair(importable(rows.context)).messages,
+        "transcript": importable(rows.transcript),
         "compactions": [],
     }
     store.import_record(record)
@@ -528,6 +494,7 @@ def _describe(saved: Salvage, aside: Path) -> list[str]:
     if not saved.sessions:
         lines.append("Nothing could be read; the new store is empty. Import exports with "
                      "--import.")
+    lines += [f"  Not saved: {line}" for line in saved.failed]
     if saved.unreadable_rows:
         lines.append(f"{saved.unreadable_rows} rows or pages could not be read.")
     return lines
