@@ -215,6 +215,9 @@ def run_session_command(args: argparse.Namespace, store: Store) -> int | None:
 
 
 def _check_combinations(args: argparse.Namespace) -> None:
+    if args.resume is not None and not args.resume.strip():
+        raise UsageError("--resume needs a session id (see --list-sessions); to start a new "
+                         "session, leave --resume out.")
     if args.resume and args.continue_:
         raise UsageError("Use either --resume ID or --continue, not both.")
     if args.compact_id and (args.resume or args.continue_ or args.prompt is not None):

@@ -24,14 +24,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from actors.core.errors import ContextConflict, CorruptSession, StorageError, UsageError
+from actors.core.errors import (
+    ContextConflict,
+    CorruptSession,
+    SessionNotFound,
+    StorageError,
+    UsageError,
+)
 from actors.core.ids import check_session_id, new_session_id
 from actors.core.messages import Message, encode, repair, text_of, to_plain
-from actors.store import _portability, _rows, _search, _write_ahead
+from actors.store import _portability, _rows, _search, _survivors, _write_ahead
 from actors.store._extend import ContextCache, Extension, SavedContext, extension
 from actors.store._parts import Backend, Conn
 from actors.store._records import (
@@ -49,13 +55,24 @@ FALLBACK_SUMMARY_CHARS = 2000
 
 
 def private_memory_dir(memory_dir: str | os.PathLike[str]) -> Path:
-    """The memory directory, resolved, with it and its ``sessions/`` created 0700."""
+    """The memory directory, resolved, with it and its ``sessions/`` created 0700.
+
+    Every directory it creates is 0700 whatever the umask, the missing parents included
+    (``~/.agent-harness`` of the default ``~/.agent-harness/memory``): ``mkdir -p`` would make
+    them 0777 under ``umask 000``.
+    """
     path = Path(memory_dir).expanduser().resolve()
     try:
-        for directory in (path, path / "sessions"):
+        missing = []
+        for directory in (path, *path.parents):
+            if directory.exists():
+                break
+            missing.append(directory)
+        for directory in [*reversed(missing), path / "sessions"]:
             if not directory.is_dir():
-                directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-                os.chmod(directory, 0o700)
+                with contextlib.suppress(FileExistsError):  # another process made it
+                    directory.mkdir(mode=0o700)
+                    os.chmod(directory, 0o700)
     except OSError as exc:
         raise StorageError(f"{exc.strerror or exc} ({exc.filename or path}).") from exc
     return path
@@ -115,6 +132,19 @@ class Store:
         :class:`SessionLocked` at once, never after waiting, when another process holds it.
         """
         return self.leases.hold(check_session_id(session_id))
+
+    @contextlib.contextmanager
+    def _existing_lease(self, session_id: str) -> Iterator[None]:
+        """The lease of a session that must exist: an unknown id is :class:`SessionNotFound`
+        before any lease (and so any lock file) is taken. A lease this process already holds
+        (a running session) costs no extra read."""
+        session_id = check_session_id(session_id)
+        if not self.leases.is_held_here(session_id):
+            with self.db.read() as conn:
+                if not _rows.exists(conn, session_id):
+                    raise SessionNotFound(session_id)
+        with self.leases.hold(session_id):
+            yield
 
     def is_leased_here(self, session_id: str) -> bool:
         """True when this process already holds the session's lease."""
@@ -216,7 +246,7 @@ class Store:
         if status is not None:
             _check_status(status)
         incoming = list(messages)
-        with self.lease(session_id), self.db.write(session_id) as conn:
+        with self._existing_lease(session_id), self.db.write(session_id) as conn:
             row = _rows.session_row(conn, session_id)
             delta = self._append(
                 conn, row, incoming, planned_calls=planned_calls, state=state, status=status
@@ -229,8 +259,18 @@ class Store:
         After a crash, :meth:`recover` answers a started call with "outcome unknown" and a
         call that was only planned with "not executed; safe to retry".
         """
-        with self.lease(session_id), self.db.write(session_id) as conn:
+        with self._existing_lease(session_id), self.db.write(session_id) as conn:
             _write_ahead.mark_started(conn, _rows.session_row(conn, session_id).rid, call_ids)
+
+    def mark_process_group(self, session_id: str, call_id: str, pgid: int,
+                           leader_start: int | None) -> None:
+        """Durably record the process group a started call runs in (its id and its leader's
+        start time), so that :meth:`recover` can stop it should it outlive this process."""
+        with self._existing_lease(session_id), self.db.write(session_id) as conn:
+            _write_ahead.mark_process_group(
+                conn, _rows.session_row(conn, session_id).rid, call_id, pgid, leader_start,
+                _survivors.this_host(),
+            )
 
     def replace_context(
         self,
@@ -254,7 +294,7 @@ class Store:
         texts = [encode(m) for m in incoming]
         added = [to_plain(m) for m in new_in_transcript]
         added_texts = [encode(m) for m in added]
-        with self.lease(session_id), self.db.write(session_id) as conn:
+        with self._existing_lease(session_id), self.db.write(session_id) as conn:
             row = _rows.session_row(conn, session_id)
             saved = self._saved(conn, row)
             if expect_prefix is not None:
@@ -427,7 +467,7 @@ class Store:
             )
             if value is not None
         }
-        with self.lease(session_id), self.db.write(session_id) as conn:
+        with self._existing_lease(session_id), self.db.write(session_id) as conn:
             row = _rows.session_row(conn, session_id)
             if values:
                 assignments = ", ".join(f"{k} = ?" for k in values)
@@ -445,7 +485,7 @@ class Store:
     def ensure_summary(self, session_id: str) -> None:
         """Write the notes' fallback summary (the last six user/assistant excerpts) if the
         session has none."""
-        with self.lease(session_id):
+        with self._existing_lease(session_id):
             if self.info(session_id).summary.strip():
                 return
             excerpts = [
@@ -463,18 +503,29 @@ class Store:
 
         A call recorded as started (or not recorded at all) is answered "Execution
         interrupted; outcome unknown. Inspect state before retrying."; a call only planned is
-        answered "Not executed: ... Safe to retry." Nothing is ever replayed. The notices go
-        into context and transcript in one transaction. Idempotent. Returns the context.
+        answered "Not executed: ... Safe to retry." A started command whose process group
+        was recorded (:meth:`mark_process_group`) and still runs is stopped, and its notice
+        says so on a second line ("was still running; stopped" or "had ended"). Nothing is
+        ever replayed. The notices go into context and transcript in one transaction.
+        Idempotent. Returns the context.
         """
-        with self.lease(session_id):
+        with self._existing_lease(session_id):
             check_session_id(session_id)
             with self.db.read(session_id) as conn:
                 row = _rows.session_row(conn, session_id)
                 saved = self._saved(conn, row)
                 phases = _write_ahead.phases(conn, row.rid)
+                groups = _write_ahead.process_groups(conn, row.rid)
                 loads = _rows.json_loader(session_id, self.db.damage_hint)
                 objs = list(saved.parsed(loads))
-            fixed = repair(objs, _write_ahead.notice_for(phases))
+            open_calls = {m["tool_call_id"] for m in repair(objs).added}
+            survivors = {
+                call_id: line
+                for call_id, group in groups.items()
+                if call_id in open_calls and (line := _survivors.stop_survivor(
+                    group.pgid, group.leader_start, group.host)) is not None
+            }
+            fixed = repair(objs, _write_ahead.notice_for(phases, survivors))
             if not fixed.changed:
                 return objs
             if fixed.appends_only(objs):
@@ -491,7 +542,7 @@ class Store:
         check_session_id(session_id)
         new_id = new_session_id()
         with (
-            self.lease(session_id),
+            self._existing_lease(session_id),
             self.lease(new_id),
             self.db.write(session_id, new_id) as conn,
         ):
@@ -535,7 +586,7 @@ class Store:
     def delete(self, session_id: str) -> None:
         """Delete a session's record (not its lock file, nor any project file)."""
         check_session_id(session_id)
-        with self.lease(session_id), self.db.write(session_id) as conn:
+        with self._existing_lease(session_id), self.db.write(session_id) as conn:
             rid = _rows.session_row(conn, session_id).rid
             self.index.remove_session(conn, rid)
             for table in ("transcript", "context", "compactions", "tool_calls"):
