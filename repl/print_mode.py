@@ -3,12 +3,13 @@
 Only the final answer goes to stdout; ``Session: ID``, tool lines and diagnostics go to
 stderr; the model's reasoning goes nowhere. Actions that need an approval are denied (the
 mode decides what needs one), with a hint on stderr. SIGINT aborts the turn safely (exit 1
-after recovery); SIGTERM stops the run and the supervisor's shutdown saves the session.
+after recovery); SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 stop the run and the supervisor's
+shutdown saves the session; repeats are ignored until that shutdown has ended
+(:mod:`repl.signals`).
 """
 
 from __future__ import annotations
 
-import signal
 import sys
 from typing import TextIO
 
@@ -27,6 +28,7 @@ from actors.core.events import (
 from actors.runtime.supervisor import Supervisor, TurnResult
 from actors.store import Store
 from repl.interactive.render import preview, readable_arguments
+from repl.signals import run_signals
 
 DRAIN_SECONDS = 1
 
@@ -72,38 +74,31 @@ async def run_print_mode(
     err: TextIO = sys.stderr,
 ) -> int:
     send, receive = anyio.create_memory_object_stream[Event](256)
-    result = TurnResult("interrupted", "stopped by a signal")
+    result: TurnResult | None = None
     drained = anyio.Event()
-    async with Supervisor.open(
-        settings, store, events=send, resume=resume, continue_latest=continue_latest
-    ) as sup, anyio.create_task_group() as tg:
-        tg.start_soon(_report, receive, err, settings.mode.value, drained)
-        await tg.start(_watch_signals, sup, tg.cancel_scope)
-        try:
-            result = await sup.run_turn(prompt)
-        finally:
-            send.close()  # the events sent so far are still shown (a notice of the end)
-            with anyio.move_on_after(DRAIN_SECONDS, shield=True):
-                await drained.wait()
-            tg.cancel_scope.cancel()
-    if result.ok:
-        print(result.text, file=out, flush=True)
-        return 0
-    label = "Interrupted" if result.outcome == "interrupted" else "Turn failed"
-    print(f"harness: {label}: {result.text}", file=err, flush=True)
+    async with run_signals() as signals:
+        with signals.scope:  # SIGTERM, SIGHUP, SIGQUIT, SIGUSR1: stop; the shutdown saves
+            async with Supervisor.open(
+                settings, store, events=send, resume=resume, continue_latest=continue_latest
+            ) as sup, anyio.create_task_group() as tg:
+                signals.on_interrupt = sup.abort  # SIGINT aborts the turn (else stops)
+                tg.start_soon(_report, receive, err, settings.mode.value, drained)
+                try:
+                    result = await sup.run_turn(prompt)
+                finally:
+                    send.close()  # the events sent so far are still shown (a notice of the end)
+                    with anyio.move_on_after(DRAIN_SECONDS, shield=True):
+                        await drained.wait()
+                    tg.cancel_scope.cancel()
+    if result is None:  # the run was stopped before the turn ended
+        by = signals.stopped_by.name if signals.stopped_by is not None else "a signal"
+        result = TurnResult("interrupted", f"stopped by {by}")
+    try:
+        if result.ok:
+            print(result.text, file=out, flush=True)
+            return 0
+        label = "Interrupted" if result.outcome == "interrupted" else "Turn failed"
+        print(f"harness: {label}: {result.text}", file=err, flush=True)
+    except OSError:  # the terminal is gone (SIGHUP): the session is saved all the same
+        pass
     return 1
-
-
-async def _watch_signals(
-    sup: Supervisor,
-    scope: anyio.CancelScope,
-    *,
-    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        task_status.started()
-        async for signum in signals:
-            if signum == signal.SIGINT and sup.abort():
-                continue
-            scope.cancel()  # SIGTERM (or SIGINT between turns): stop; shutdown saves
-            return

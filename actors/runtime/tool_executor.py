@@ -1,10 +1,10 @@
 """The tool executor actor: runs one batch of tool calls at a time, in order.
 
 For each call: parse and validate the arguments, ask the user when the mode requires it,
-durably record that the call starts (write-ahead, through the checkpoint writer), run it under
-``--tool-timeout``, cut output over the cap, and wrap the result as data. Unknown tools, bad
-JSON, schema violations, denials, tool failures and tool crashes all become tool results; none
-of them raises.
+durably record that the call starts (write-ahead, through the checkpoint writer; a command's
+process group too, once it runs), run it under ``--tool-timeout``, cut output over the cap,
+and wrap the result as data. Unknown tools, bad JSON, schema violations, denials, tool
+failures and tool crashes all become tool results; none of them raises.
 
 The executor owns the session's planning state (to-dos, scratchpad): the planning tools
 change it from the executor's task, and every batch's answer carries a copy when it changed,
@@ -24,9 +24,11 @@ elapsed time and any output seen), or not started. Nothing is retried or replaye
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,6 +53,7 @@ from actors.tools import (
     parse_arguments,
     validate_arguments,
 )
+from actors.tools._base import ProcessGroup
 
 Status = Literal[
     "done", "failed", "denied", "interrupted", "timed_out", "not_started", "over_limit"
@@ -266,6 +269,7 @@ class ToolExecutor:
         context = ToolContext(
             sandbox=self._sandbox, memory_dir=self._memory_dir, planning=self._planning,
             store=self._store, session_id=self._writer.session_id, writer=self._writer,
+            on_process_group=partial(self._record_group, running.call_id),
         )
         try:
             reason = await tool.ask_reason(context, args, self.mode)
@@ -300,6 +304,14 @@ class ToolExecutor:
             status = "timed_out"
         running.started_at = None
         return self._outcome(call, status, text)
+
+    async def _record_group(self, call_id: str, group: ProcessGroup) -> None:
+        """Write-ahead: the process group a started call runs in, so recovery after a kill -9
+        can stop what survived. Not being able to record it does not stop the command (the
+        guardian in its group still ends it with the harness)."""
+        with contextlib.suppress(StorageError):
+            await self._writer.call(lambda store, session_id: store.mark_process_group(
+                session_id, call_id, group.pgid, group.leader_start_time))
 
     async def _approved(self, tool: Tool, args: dict[str, Any], reason: str | None) -> bool:
         if not self._events.listening:

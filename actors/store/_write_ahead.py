@@ -3,16 +3,19 @@
 The ``tool_calls`` table holds one row per tool call that has no result yet. A checkpoint
 with ``planned_calls`` records the calls of its new assistant messages as ``planned`` (in the
 checkpoint's own transaction); :func:`mark_started` flips them to ``started`` just before a
-tool runs; a tool result deletes its call's row. After a crash, :func:`notice_for` tells
-recovery what to answer: a started (or untracked) call's outcome is unknown, a planned one
-never ran and is safe to retry. Nothing is ever replayed.
+tool runs; :func:`mark_process_group` adds the process group a started command runs in; a
+tool result deletes its call's row. After a crash, :func:`notice_for` tells recovery what to
+answer: a started (or untracked) call's outcome is unknown, a planned one never ran and is
+safe to retry; for a command whose group was recorded, recovery stops what survived and adds
+whether it was still running (:mod:`actors.store._survivors`). Nothing is ever replayed.
 
 Functions over a connection inside the caller's transaction; no I/O of their own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE, Message, call_ids_of
 from actors.store._parts import Conn
@@ -52,6 +55,37 @@ def mark_started(conn: Conn, rid: int, call_ids: Iterable[str]) -> None:
         conn.executemany(_SET_PHASE, rows)
 
 
+def mark_process_group(conn: Conn, rid: int, call_id: str, pgid: int,
+                       leader_start: int | None, host: str) -> None:
+    """Record the process group a started call of session ``rid`` runs in."""
+    conn.execute(
+        "UPDATE tool_calls SET pgid = ?, leader_start = ?, host = ? "
+        "WHERE session_rid = ? AND call_id = ? AND phase = 'started'",
+        (pgid, leader_start, host, rid, call_id),
+    )
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """A started call's process group as recorded."""
+
+    pgid: int
+    leader_start: int | None
+    host: str | None
+
+
+def process_groups(conn: Conn, rid: int) -> dict[str, ProcessRecord]:
+    """Call id -> its recorded process group, for session ``rid``'s started calls."""
+    return {
+        call_id: ProcessRecord(int(pgid), leader_start, host)
+        for call_id, pgid, leader_start, host in conn.execute(
+            "SELECT call_id, pgid, leader_start, host FROM tool_calls "
+            "WHERE session_rid = ? AND phase = 'started' AND pgid IS NOT NULL",
+            (rid,),
+        )
+    }
+
+
 def phases(conn: Conn, rid: int) -> dict[str, str]:
     """Call id -> ``planned``/``started`` for session ``rid``'s unanswered calls."""
     return dict(
@@ -59,11 +93,18 @@ def phases(conn: Conn, rid: int) -> dict[str, str]:
     )
 
 
-def notice_for(phases: dict[str, str]) -> Callable[[str], str]:
+def notice_for(
+    phases: dict[str, str], survivors: Mapping[str, str] | None = None
+) -> Callable[[str], str]:
     """The result recovery gives an open call: "not executed" when it was only planned,
-    "outcome unknown" when it started or was never recorded (older records, scripts)."""
+    "outcome unknown" when it started or was never recorded (older records, scripts),
+    followed, for a command, by what became of its process group (``survivors``: call id ->
+    the line). The first line is always the exact notice."""
 
     def notice(call_id: str) -> str:
-        return NOT_STARTED_NOTICE if phases.get(call_id) == "planned" else INTERRUPTED_NOTICE
+        if phases.get(call_id) == "planned":
+            return NOT_STARTED_NOTICE
+        line = (survivors or {}).get(call_id)
+        return f"{INTERRUPTED_NOTICE}\n{line}" if line else INTERRUPTED_NOTICE
 
     return notice

@@ -7,14 +7,15 @@
   learned from the supervisor's events (:class:`~repl.interactive.view.SessionView`).
 - Ctrl-C during a turn aborts it (the supervisor recovers and checkpoints); at the prompt it
   clears the line, and a second Ctrl-C on an empty line exits, like Ctrl-D and ``\\exit``.
-- SIGTERM ends the run cleanly; the supervisor's shutdown saves the session.
+- SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 end the run cleanly; the supervisor's shutdown saves
+  the session, and further signals are ignored until it has ended (repl/signals.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-import signal
 import sys
 from functools import partial
 from pathlib import Path
@@ -35,6 +36,7 @@ from repl.interactive.commands import CommandContext, ExitRequested, run_command
 from repl.interactive.completion import HarnessCompleter
 from repl.interactive.render import Renderer
 from repl.interactive.view import SessionView
+from repl.signals import run_signals
 
 HISTORY_FILE = "history"
 
@@ -164,22 +166,12 @@ class Repl:
         await self._events.send(barrier)
         await barrier.reached.wait()
 
-    async def watch_signals(
-        self,
-        scope: anyio.CancelScope,
-        *,
-        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """SIGTERM ends the run (cleanly); SIGINT aborts a running turn or command."""
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            task_status.started()  # handlers are installed before the first prompt shows
-            async for signum in signals:
-                if signum == signal.SIGTERM:
-                    scope.cancel()
-                    return
-                # Ctrl-C while a turn or a command runs (the prompt handles its own).
-                if not self.sup.abort() and self._command is not None:
-                    self._command.cancel()
+    def interrupt(self) -> bool:
+        """SIGINT (Ctrl-C while a turn or a command runs; the prompt handles its own): abort
+        it. Never stops the REPL: that is Ctrl-D, ``\\exit`` or a stopping signal."""
+        if not self.sup.abort() and self._command is not None:
+            self._command.cancel()
+        return True
 
     async def loop(self) -> None:
         while True:
@@ -232,17 +224,25 @@ async def _main(
     settings: Settings, store: Store, resume: str | None, continue_latest: bool
 ) -> int:
     send, receive = anyio.create_memory_object_stream[Event | _Barrier](1000)
-    async with Supervisor.open(
-        settings, store, events=send, resume=resume, continue_latest=continue_latest
-    ) as sup:
-        repl = Repl(sup, settings, store, send)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(repl.show_events, receive)
-            await tg.start(repl.watch_signals, tg.cancel_scope)
-            await repl.drain()  # the greeting and the notices of opening come first
-            await repl.loop()
-            tg.cancel_scope.cancel()
-    print(f"Saved session {repl.view.session_id}.", flush=True)
+    session_id = None
+    # The handlers are installed before the first prompt shows and stay until the
+    # supervisor's shutdown has ended (repl/signals.py).
+    async with run_signals() as signals:
+        with signals.scope:  # SIGTERM, SIGHUP, SIGQUIT, SIGUSR1: leave; the shutdown saves
+            async with Supervisor.open(
+                settings, store, events=send, resume=resume, continue_latest=continue_latest
+            ) as sup:
+                repl = Repl(sup, settings, store, send)
+                signals.on_interrupt = repl.interrupt
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(repl.show_events, receive)
+                    await repl.drain()  # the greeting and the notices of opening come first
+                    session_id = repl.view.session_id
+                    await repl.loop()
+                    tg.cancel_scope.cancel()
+    if session_id is not None:
+        with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+            print(f"Saved session {session_id}.", flush=True)
     return 0
 
 

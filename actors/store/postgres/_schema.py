@@ -30,7 +30,7 @@ import psycopg
 
 from actors.core.errors import StorageError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -109,6 +109,12 @@ _MIGRATIONS: dict[int, list[str]] = {
             backend_pid INTEGER NOT NULL,
             since       TEXT    NOT NULL
         )""",
+    ],
+    # A started run_bash call records its process group (see the SQLite schema, version 3).
+    2: [
+        "ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS pgid BIGINT",
+        "ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS leader_start BIGINT",
+        "ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS host TEXT",
     ],
 }
 

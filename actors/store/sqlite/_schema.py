@@ -12,7 +12,8 @@ Tables (one database file, ``<memory-dir>/sessions.sqlite3``):
 ``compactions``   one row per compaction event.
 ``tool_calls``    the write-ahead record of tool calls not yet answered: ``planned`` when the
                   assistant message that asked for them was checkpointed, ``started`` just
-                  before the tool began. A result deletes the row.
+                  before the tool began (with its process group once it runs: ``pgid``,
+                  ``leader_start``, ``host``). A result deletes the row.
 ``legacy_files``  which JSON records of the older layout were imported (never modified).
 ``message_text``  FTS5 (trigram) over each transcript message's text, rowid = transcript.mid.
 ``session_text``  FTS5 (trigram) over title, summary and compaction summaries, rowid = rid.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -86,6 +87,13 @@ _MIGRATIONS: dict[int, str] = {
     # touching the table pages that hold the message bodies.
     2: """
     CREATE INDEX IF NOT EXISTS transcript_session_of ON transcript (mid, session_rid);
+    """,
+    # A started run_bash call records its process group (id, leader's start time, and the
+    # host/boot it runs on), so recovery after a kill -9 can stop a survivor and say so.
+    3: """
+    ALTER TABLE tool_calls ADD COLUMN pgid INTEGER;
+    ALTER TABLE tool_calls ADD COLUMN leader_start INTEGER;
+    ALTER TABLE tool_calls ADD COLUMN host TEXT;
     """,
 }
 
