@@ -84,6 +84,7 @@ def test_each_hostile_record_is_refused_naming_the_file_and_field(
     assert HOSTILE[name][1] in line
 
 
+@pytest.mark.slow
 def test_import_of_a_directory_goes_on_past_every_bad_file(
     hostile_dir: Path, memory_dir: Path
 ) -> None:
@@ -99,6 +100,7 @@ def test_import_of_a_directory_goes_on_past_every_bad_file(
     assert [s["id"] for s in store.list_sessions()] == [GOOD_ID]
 
 
+@pytest.mark.slow
 def test_hostile_records_in_the_older_layout_never_stop_a_command(
     hostile_dir: Path, memory_dir: Path, tmp_path: Path
 ) -> None:
