@@ -58,10 +58,13 @@ def test_database_is_private_wal_and_fully_synchronous(memory_dir: Path) -> None
 def test_postgres_commits_are_synchronous_and_memory_dir_private(
     pg_stores: Stores, memory_dir: Path
 ) -> None:
+    from actors.store.postgres._schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
+
     store = pg_stores.open(memory_dir)
     assert stat.S_IMODE(store.memory_dir.stat().st_mode) == 0o700
     assert pg_stores.rows(store, "SHOW synchronous_commit") == [("on",)]
-    assert pg_stores.rows(store, "SELECT max(version) FROM harness_schema") == [(1,)]
+    assert pg_stores.rows(store, "SELECT max(version) FROM harness_schema") == [
+        (PG_SCHEMA_VERSION,)]
 
 
 def test_new_ids_are_ten_random_alphanumerics(store: Store) -> None:
