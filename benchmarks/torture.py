@@ -14,10 +14,11 @@ that leave a trace in a ledger file, or every fifth a plain answer that ends the
 The loop starts ``python -m repl -p "continue the task (run I)" --resume ID`` (the first run
 without ``--resume``) as a real subprocess, lets it run for a random (seeded) moment, sends it
 SIGKILL and reaps it. Moments are drawn so that kills land during start-up and resume
-recovery, inside model streams, inside tool runs and between them (checkpoints). A run that
-ends by itself first is counted and the loop goes on. ``run_bash`` commands run in their own
-process group, which a kill -9 of the harness cannot clean up: leftovers are found by their
-working directory in ``/proc`` and killed between iterations.
+recovery, inside model streams, inside tool runs (some while a command and a background job
+it started are running) and between them (checkpoints). A run that ends by itself first is
+counted and the loop goes on. After a kill, every process of a command (found by its working
+directory in ``/proc``) must be gone within 2 s, ended by the guardian in its process group:
+those still alive are counted as survivors (a loss) and killed.
 
 After every kill the store is opened and checked; see :class:`Figures` for what is counted.
 After the loop one more resume must run to the end of its turn undisturbed. Exit status 0 when
@@ -54,6 +55,9 @@ def table(figures: Figures) -> str:
         ("kills (SIGKILL while running)", str(figures.kills), "> 0"),
         ("  by phase", ", ".join(f"{k} {v}" for k, v in sorted(figures.kills_by_phase.items())),
          ""),
+        ("  while a run_bash command ran", str(figures.kills_during_run_bash), "> 0"),
+        ("  command processes alive at those kills", str(figures.processes_at_kill), ""),
+        ("survivors (alive 2 s after the kill)", str(figures.survivors), "0"),
         ("successful resumes", str(figures.resumes), "> 0"),
         ("turns finished before the kill", str(figures.turns_finished), ""),
         ("sessions unreadable", str(figures.sessions_unreadable), "0"),
@@ -71,7 +75,7 @@ def table(figures: Figures) -> str:
         ("run_bash calls executed (ledger)", str(figures.tool_calls_executed), ""),
         ("recovered 'outcome unknown'", str(figures.recovered_outcome_unknown), ""),
         ("recovered 'not executed'", str(figures.recovered_not_executed), ""),
-        ("leftover processes killed", str(figures.leftover_processes_killed), ""),
+        ("leftover processes killed by the loop", str(figures.leftover_processes_killed), ""),
         ("endpoint errors (truncated bodies...)", str(len(figures.server_errors)), ""),
         ("transcript messages at the end", str(figures.transcript_messages), ""),
         ("elapsed", f"{figures.elapsed_s:.1f} s", ""),

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import pytest
 
 from actors.core.messages import INTERRUPTED_NOTICE
@@ -186,3 +187,35 @@ def test_after_kill_9_the_resume_stops_a_survivor_and_says_which(
     assert second == (STILL_RUNNING.format(pgid=pgid) if guardian_killed else HAD_ENDED)
     assert tool_pairing_errors(sent) == []
     assert session_of(memory)["status"] == "saved"
+
+
+def test_sighup_of_the_repl_during_a_command_leaves_nothing_running(tmp_path: Path) -> None:
+    from tests.test_repl import Terminal
+
+    project, memory = tmp_path / "project", tmp_path / "memory"
+    project.mkdir()
+    pid_file = tmp_path / "pid"
+    command = f"echo $$ > {pid_file}; " + LOOPING
+    script = [Reply(tool_calls=[ToolCall("run_bash", {"command": command})])]
+    with ScriptedServer(script) as server:
+        terminal = Terminal(memory, project, "--base-url", server.base_url,
+                            "--mode", "dangerouslySkipPermissions")
+        pgid = 0
+        try:
+            terminal.say("loop forever")
+            pgid = int(wait_for(pid_file))
+            wait_until_recorded(memory, pgid)
+            terminal.child.kill(signal.SIGHUP)  # the terminal is closed
+            terminal.child.expect(pexpect.EOF, timeout=WAIT_S)
+            terminal.child.close()
+            assert terminal.child.signalstatus is None, terminal.log.getvalue()[-2000:]
+            assert wait_until_gone(pgid) == []
+        finally:
+            if terminal.child.isalive():
+                terminal.child.terminate(force=True)
+            for pid in live_members(pgid) if pgid else []:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+    session = session_of(memory)
+    assert session["status"] == "saved"
+    assert tool_pairing_errors(session["messages"]) == []

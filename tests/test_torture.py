@@ -41,6 +41,8 @@ def test_torture_run_loses_nothing(tmp_path: Path) -> None:
     losses = {name: getattr(figures, name) for name in LOSS_FIGURES}
     assert losses == dict.fromkeys(LOSS_FIGURES, 0), "\n".join(figures.problems)
     assert figures.kills > 0
+    assert figures.kills_during_run_bash > 0 and figures.processes_at_kill > 0
+    assert figures.survivors == 0
     assert figures.resumes > 0
     assert figures.requests_served > figures.iterations
     assert figures.tool_calls_executed > 0
@@ -91,7 +93,7 @@ def test_the_scripted_model_is_reproducible_and_never_reuses_a_token() -> None:
 def test_kill_plans_cover_every_kind_of_moment() -> None:
     rng = random.Random(0)
     kinds = {draw_plan(rng).kind for _ in range(200)}
-    assert kinds == {"clock", "request", "stream-end", "tool"}
+    assert kinds == {"clock", "request", "stream-end", "tool", "bash"}
 
 
 def test_figures_are_ok_only_without_loss() -> None:

@@ -69,7 +69,10 @@ PROMPT = "continue the task"
 CONTEXT_ROOM = 2000  # tokens for the conversation: small, so that long runs compact too
 SESSION_LINE_TIMEOUT = 60.0  # seconds for the first run to print `Session: ID`
 FINAL_RUN_TIMEOUT = 120.0
+BACKGROUND_JOB_S = 30  # a job left in the background by some commands
+SURVIVOR_WAIT = 2.0  # seconds after a kill for the command's group to be gone
 LOSS_FIGURES = (
+    "survivors",
     "sessions_unreadable",
     "checkpoints_lost",
     "transcripts_shrunk",
@@ -89,6 +92,12 @@ class Figures:
     """What a torture run counts. Every name in :data:`LOSS_FIGURES` must be 0.
 
     * ``kills``: SIGKILLs delivered while the harness was running (exit status -9).
+    * ``kills_during_run_bash``: kills while a ``run_bash`` command was running (a process
+      other than the harness working in the project); ``processes_at_kill`` counts those
+      processes (a command, its background jobs, the guardian).
+    * ``survivors``: processes of a command still running :data:`SURVIVOR_WAIT` seconds
+      after the harness was killed (the guardian in the command's group must have ended
+      them); the loop kills them so the run can go on.
     * ``resumes``: ``--resume`` runs that got as far as printing ``Session: ID`` (the lease was
       taken, the session loaded and recovered).
     * ``sessions_unreadable``: checks where ``load_session`` raised or
@@ -113,6 +122,9 @@ class Figures:
 
     iterations: int = 0
     kills: int = 0
+    kills_during_run_bash: int = 0
+    processes_at_kill: int = 0
+    survivors: int = 0
     resumes: int = 0
     turns_finished: int = 0
     sessions_unreadable: int = 0
@@ -240,6 +252,8 @@ class TaskModel:
         pause = rng.choice(("0.01", "0.03", "0.05", "0.08", "0.2"))
         echo = f"echo {token_of(call_id)} >> {LEDGER}"
         command = f"{echo}; sleep {pause}" if rng.random() < 0.5 else f"sleep {pause}; {echo}"
+        if rng.random() < 0.4:  # a background job that would outlive a killed harness
+            command = f"sleep {BACKGROUND_JOB_S} & {command}"
         return ToolCall("run_bash", {"command": command}, id=call_id)
 
     def streaming_now(self) -> str | None:
@@ -337,6 +351,15 @@ def _project_processes(project: Path) -> list[int]:
     return found
 
 
+def wait_for_survivors(project: Path, timeout: float = SURVIVOR_WAIT) -> list[int]:
+    """The processes still working in ``project`` after ``timeout`` seconds (sooner when
+    none is left): after a kill -9 of the harness, none may remain."""
+    deadline = time.monotonic() + timeout
+    while (found := _project_processes(project)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return found
+
+
 def kill_leftovers(project: Path) -> int:
     """SIGKILL every process group still working in ``project``; wait until they are gone.
 
@@ -358,6 +381,15 @@ def kill_leftovers(project: Path) -> int:
     return len(found)
 
 
+def _is_leader(pid: int) -> bool:
+    """Whether ``pid`` leads its process group (a run_bash command: bash, started with
+    ``start_new_session``)."""
+    try:
+        return os.getpgid(pid) == pid
+    except OSError:
+        return False
+
+
 def session_line(err_path: Path) -> str | None:
     """The session id from the ``Session: ID`` line of a run's stderr, if printed yet."""
     with contextlib.suppress(OSError), err_path.open(encoding="utf-8", errors="replace") as f:
@@ -372,6 +404,8 @@ class KillPlan:
     """When to kill one run, counted from the moment it starts.
 
     ``clock``: after ``delay`` seconds alone (start-up, resume recovery, a first request).
+    ``bash``: ``delay`` seconds after the ``count``-th new ``run_bash`` command was seen
+    running (inside the command, its background jobs alive).
     ``request``: ``delay`` seconds after the ``count``-th new model request arrived (mostly
     inside its streamed reply). ``stream-end``: ``delay`` seconds after the ``count``-th new
     reply was streamed to its end (the checkpoint of the assistant message, the write-ahead
@@ -389,9 +423,12 @@ class KillPlan:
 
 def draw_plan(rng: random.Random) -> KillPlan:
     """A seeded kill moment (see :class:`KillPlan`)."""
-    kind = rng.choices(("clock", "request", "stream-end", "tool"), weights=(3, 2, 3, 2))[0]
+    kind = rng.choices(("clock", "request", "stream-end", "tool", "bash"),
+                       weights=(3, 2, 3, 2, 3))[0]
     if kind == "clock":
         return KillPlan(kind, 0, rng.uniform(0.05, 1.5))
+    if kind == "bash":
+        return KillPlan(kind, rng.randint(1, 2), rng.uniform(0.0, 0.05))
     if kind == "request":
         return KillPlan(kind, rng.randint(1, 3), rng.uniform(0.0, 0.15))
     if kind == "stream-end":
@@ -500,12 +537,21 @@ class Torture:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
             code = proc.wait()
+            at_kill = [pid for pid in _project_processes(self.project) if pid != proc.pid]
+        survivors = wait_for_survivors(self.project) if code == -signal.SIGKILL else []
         self.figures.leftover_processes_killed += kill_leftovers(self.project)
         self.figures.iterations += 1
         sid = session_line(err_path)
         if code == -signal.SIGKILL:
             self.figures.kills += 1
             self.figures.kills_by_phase[phase] = self.figures.kills_by_phase.get(phase, 0) + 1
+            if at_kill:
+                self.figures.kills_during_run_bash += 1
+                self.figures.processes_at_kill += len(at_kill)
+            if survivors:
+                self.figures.survivors += len(survivors)
+                self.problem(f"{self.run_label}: {len(survivors)} processes of a command "
+                             f"still running {SURVIVOR_WAIT:g} s after the kill")
         else:
             self.ended_by_itself(code, err_path)
         if resuming and sid == self.session_id:
@@ -522,6 +568,14 @@ class Torture:
         start = time.monotonic()
         if plan.kind == "clock":
             sleep_until(proc, start + plan.delay)
+            return
+        if plan.kind == "bash":
+            seen: set[int] = set()
+            while _alive(proc) and len(seen) < plan.count:
+                seen.update(pid for pid in _project_processes(self.project)
+                            if pid != proc.pid and _is_leader(pid))
+                time.sleep(0.002)
+            sleep_until(proc, time.monotonic() + plan.delay)
             return
         if plan.kind == "tool":
             target = ledger_lines(self.project) + plan.count
