@@ -272,6 +272,15 @@ class TimedSupervisor(Supervisor):
             self.phases["checkpoint"] += time.perf_counter() - start
             self.phases["checkpoints"] += 1
 
+    async def _record_results(self, calls: list[JSON], batch: BatchOutcome | None) -> Any:
+        """The batch's results checkpoint (recovery's settle_batch): a checkpoint too."""
+        start = time.perf_counter()
+        try:
+            return await super()._record_results(calls, batch)
+        finally:
+            self.phases["checkpoint"] += time.perf_counter() - start
+            self.phases["checkpoints"] += 1
+
     async def _ask_model(self, turn: Turn) -> ModelOutcome:
         start = time.perf_counter()
         try:
