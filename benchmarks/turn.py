@@ -611,6 +611,7 @@ async def bench_long(
             lambda k: f"Turn {k}: read the next module and summarise what it does.", label,
         )
         total = time.perf_counter() - start
+        await anyio.wait_all_tasks_blocked()  # the events of the last turn were counted
         for _ in range(6_000):  # let a last background compaction finish (up to 60 s)
             if not counts.compacting:
                 break

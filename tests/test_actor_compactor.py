@@ -114,10 +114,10 @@ async def test_a_snapshot_becomes_a_plan() -> None:
     [request] = seen
     assert request.messages[0]["content"] == SUMMARY_PROMPT and request.temperature == 0
     assert context.why_not(plan) is None
-    stored, replacement = context.compacted_by(plan)
-    assert stored == replacement and replacement[-2:] == context.messages[-2:]
-    assert replacement[2]["content"].startswith(SUMMARY_OPEN)
-    assert "use tabs" in replacement[1]["content"]
+    stored = context.compacted_by(plan)
+    assert stored[-2:] == context.messages[-2:]
+    assert stored[2]["content"].startswith(SUMMARY_OPEN)
+    assert "use tabs" in stored[1]["content"]
 
 
 @pytest.mark.parametrize(
@@ -170,8 +170,7 @@ def test_a_plan_does_not_apply_once_the_context_moved_on() -> None:
                           summary="s", before_tokens=100, after_tokens=10)
     assert context.why_not(plan) is None
     context.messages.append({"role": "user", "content": "meanwhile"})  # appended: still fits
-    stored, replacement = context.compacted_by(plan)
-    assert replacement[-1]["content"] == "meanwhile" and stored[-1] == messages[-1]
+    assert context.why_not(plan) is None
     recovered = [dict(m) for m in context.messages]  # equal copies (from the store) fit
     context.messages = recovered
     assert context.why_not(plan) is None
@@ -179,6 +178,21 @@ def test_a_plan_does_not_apply_once_the_context_moved_on() -> None:
     assert "changed during compaction" in (context.why_not(plan) or "")
     unsaved = WorkingContext(messages=list(messages), saved_len=3)
     assert "not saved yet" in (unsaved.why_not(plan) or "")
+
+
+def test_messages_appended_while_the_store_is_written_are_kept() -> None:
+    messages = conversation(3)
+    context = WorkingContext(messages=list(messages), saved_len=len(messages))
+    plan = CompactionPlan(split=_split(messages), basis=tuple(messages[:5]),
+                          summary="s", before_tokens=100, after_tokens=10)
+    context.messages.append({"role": "user", "content": "before the write"})
+    stored = context.compacted_by(plan)  # what the store gets: the saved part only
+    assert stored[-1] == messages[-1]
+    context.messages.append({"role": "assistant", "content": "during the write"})
+    context.compaction_saved(stored)
+    assert [m["content"] for m in context.messages[-2:]] == ["before the write",
+                                                            "during the write"]
+    assert context.saved_len == len(stored) and context.messages[: len(stored)] == stored
 
 
 def _split(messages: list[Message]) -> Split:

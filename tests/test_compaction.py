@@ -329,3 +329,55 @@ async def test_leaving_does_not_wait_for_a_background_compaction(tmp_path: Path)
                 await rec.wait_for(CompactionState, lambda e: e.running)
     record = SessionStore(settings_.memory_dir).load_session(sup.session_id)
     assert record["status"] == "saved" and record["compactions"] == []
+
+
+class GatedReplaceStore(SessionStore):
+    """A real SQLite store whose context replacement (a compaction being saved) waits for
+    ``gate`` in the writer thread, so a test can act while it is under way."""
+
+    def __init__(self, memory_dir: Path) -> None:
+        super().__init__(memory_dir)
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def replace_context(self, *args: Any, **kwargs: Any) -> None:
+        self.entered.set()
+        assert self.gate.wait(30), "the test never released the replacement"
+        super().replace_context(*args, **kwargs)
+
+
+@pytest.mark.anyio
+async def test_a_turn_started_while_a_compaction_is_saved_loses_nothing(tmp_path: Path) -> None:
+    responder = Responder([Reply(LONG, usage=(3000, 300)), Reply("Second.", usage=(3400, 10)),
+                           Reply(tool_calls=[ToolCall("todo_list", {})]), Reply("Third.")])
+    with ScriptedServer(responder) as server:
+        settings_ = settings_for(tmp_path, server.base_url, max_context_tokens=10_000,
+                                 compact_threshold=0.3)
+        store = GatedReplaceStore(settings_.memory_dir)
+        async with running(settings_, store) as (sup, rec), anyio.create_task_group() as tg:
+            assert (await sup.run_turn("one")).ok
+            assert (await sup.run_turn("two")).ok  # a compaction starts in the background
+            with anyio.fail_after(15):
+                await anyio.to_thread.run_sync(store.entered.wait, 15)  # it is being saved
+            results: list[Any] = []
+            done = anyio.Event()
+
+            async def third() -> None:
+                results.append(await sup.run_turn("third question"))
+                done.set()
+
+            tg.start_soon(third)
+            await anyio.wait_all_tasks_blocked()  # the turn appended its message and waits
+            store.gate.set()
+            with anyio.fail_after(15):
+                landed = await rec.wait_for(Notice, lambda n: "ompact" in n.text)
+                await done.wait()
+            assert landed.text.startswith("Context compacted:")
+            assert results[0].ok and results[0].text == "Third."
+            context = list(sup.snapshot().messages)
+        sent = responder.chat_bodies[-1]["messages"]
+        assert tool_pairing_errors(sent) == []
+        assert [m["content"] for m in sent if m["role"] == "user"][-1] == "third question"
+        saved = SessionStore(settings_.memory_dir).load_context(sup.session_id)
+    assert saved == context and pairing_problems(saved) == []
+    assert context[-4]["content"] == "third question" and context[-1]["content"] == "Third."

@@ -100,16 +100,15 @@ class WorkingContext:
             return "The context changed during compaction; unchanged."
         return None
 
-    def compacted_by(self, plan: CompactionPlan) -> tuple[list[Message], list[Message]]:
-        """What the store is to hold after ``plan`` (the saved part, compacted) and the new
-        in-memory context (that, plus the messages not saved yet)."""
-        stored = compacted(self.messages[: self.saved_len], plan.split, plan.summary,
-                           self.pinned)
-        return stored, stored + self.messages[self.saved_len :]
+    def compacted_by(self, plan: CompactionPlan) -> list[Message]:
+        """What the store is to hold after ``plan``: the saved part of the context, compacted.
+        (Call :meth:`compaction_saved` once the store holds it.)"""
+        return compacted(self.messages[: self.saved_len], plan.split, plan.summary, self.pinned)
 
-    def replace(self, messages: list[Message], *, saved_len: int) -> None:
-        """The context was replaced (compaction, recovery): the reported size no longer
-        describes it."""
-        self.messages = messages
-        self.saved_len = saved_len
+    def compaction_saved(self, stored: list[Message]) -> None:
+        """The store now holds ``stored`` (:meth:`compacted_by`): the context becomes it plus
+        the messages not saved yet, read now, because they may have grown while the store was
+        being written (the caller holds the lock that keeps ``saved_len`` still)."""
+        self.messages = stored + self.messages[self.saved_len :]
+        self.saved_len = len(stored)
         self.estimator.reset()

@@ -117,6 +117,7 @@ class _Compaction:
 
     job: Turn = field(default_factory=Turn)  # its cancellation
     done: anyio.Event = field(default_factory=anyio.Event)
+    announced: anyio.Event = field(default_factory=anyio.Event)  # CompactionState(True) sent
     result: CompactResult | None = None
     waiting: int = 0  # callers waiting for the result; with none, it is announced
 
@@ -337,7 +338,7 @@ class Supervisor:
             turn.cancel("the turn ended")  # nothing of this turn may outlive it
             self._turn = None
             self._answer_unstarted_calls()
-            self._after_turn()
+            await self._after_turn()
 
     async def _turn_loop(self, turn: Turn, text: str) -> TurnResult:
         context = self._context
@@ -464,7 +465,7 @@ class Supervisor:
     def _over(self, fraction: float) -> bool:
         return self._context.tokens() > self._settings.max_context_tokens * fraction
 
-    def _after_turn(self) -> None:
+    async def _after_turn(self) -> None:
         """Start a background compaction if the context passed the threshold."""
         if (
             self._compaction is None
@@ -472,7 +473,7 @@ class Supervisor:
             and self._over(self._settings.compact_threshold)
             and split_point(self._context.messages) is not None  # else nothing to summarise
         ):
-            self._start_compaction()
+            await self._start_compaction()
 
     async def _fit_budget(self) -> str | None:
         """Make sure the next request fits the hard budget; a message if it cannot."""
@@ -498,7 +499,7 @@ class Supervisor:
         when it lands."""
         while self._compaction is not None:
             await self._result_of(self._compaction)
-        return await self._result_of(self._start_compaction())
+        return await self._result_of(await self._start_compaction())
 
     async def _result_of(self, pending: _Compaction) -> CompactResult:
         pending.waiting += 1
@@ -509,13 +510,17 @@ class Supervisor:
         assert pending.result is not None
         return pending.result
 
-    def _start_compaction(self) -> _Compaction:
-        """Start a compaction of the context as it is now (no await: it either starts or
-        not, whatever cancellation is going on)."""
+    async def _start_compaction(self) -> _Compaction:
+        """Start a compaction of the context as it is now, and say so (``CompactionState``
+        reaches the front end before this returns, and before the compaction's end)."""
         actors = self._running()
         pending = self._compaction = _Compaction()
         snapshot = self._context.snapshot()
         actors.tasks.start_soon(self._compaction_task, actors.compactor, pending, snapshot)
+        try:
+            await self._events.send(CompactionState(True))
+        finally:  # started either way: whoever waits for it is answered
+            pending.announced.set()
         return pending
 
     async def _compaction_task(
@@ -526,7 +531,7 @@ class Supervisor:
     ) -> None:
         result = CompactResult(False, "The compactor stopped; context unchanged.")
         try:
-            await self._events.send(CompactionState(True))
+            await pending.announced.wait()
             plan: CompactAnswer = await ask(
                 inbox, lambda reply: CompactRequest(snapshot, pending.job, reply), "compactor"
             )
@@ -556,7 +561,7 @@ class Supervisor:
             why = context.why_not(plan)
             if why is not None:
                 return CompactResult(False, why)
-            stored, replacement = context.compacted_by(plan)
+            stored = context.compacted_by(plan)
             try:
                 await writer.replace_context(
                     stored,
@@ -566,7 +571,7 @@ class Supervisor:
                 )
             except HarnessError as exc:
                 return CompactResult(False, f"Compaction not saved ({exc}); context unchanged.")
-            context.replace(replacement, saved_len=len(stored))
+            context.compaction_saved(stored)  # with what was appended meanwhile
         return CompactResult(True, f"Context compacted: {plan.before_tokens} -> "
                              f"{plan.after_tokens} tokens.", plan.before_tokens,
                              plan.after_tokens)
