@@ -22,6 +22,8 @@ from actors.store import (
     open_store,
     to_markdown,
 )
+from actors.store._hostile import call_id_problems, only_open_at_crash
+from actors.store._hostile import unsendable as describe_unsendable
 
 PREVIEW_CHARS = 120
 
@@ -237,7 +239,8 @@ def doctor(
 
 def doctor_shared(memory_dir: Path, url: str, *, repair: bool, out: TextIO = sys.stdout) -> int:
     """``--doctor`` with a PostgreSQL store: what can be checked from here (the connection,
-    the schema, the sessions and who runs them); the page-level checks are the server's."""
+    the schema, the sessions and who runs them, every saved context's tool-call ids and
+    pairing); the page-level checks are the server's. 1 when a context is not sendable."""
     if repair:
         raise UsageError(
             "--doctor --repair works on the SQLite store only; PostgreSQL checks and repairs "
@@ -248,6 +251,14 @@ def doctor_shared(memory_dir: Path, url: str, *, repair: bool, out: TextIO = sys
         running = [s["id"] for s in sessions if store.is_running_elsewhere(s["id"])]
         unclean = [s["id"] for s in sessions
                    if s["status"] == "active" and s["id"] not in running]
+        unsendable = []
+        for item in sessions:
+            if item["id"] in running:
+                continue
+            context = store.load_context(item["id"], repaired=False)
+            problems = call_id_problems(context)
+            if problems and not (item["id"] in unclean and only_open_at_crash(context)):
+                unsendable.append(f"  {item['id']}: {describe_unsendable(problems)}")
         lines = [
             f"Store:        {store.location}",
             "Connection:   ok (schema up to date)",
@@ -255,9 +266,11 @@ def doctor_shared(memory_dir: Path, url: str, *, repair: bool, out: TextIO = sys
         ]
         lines += [f"  {sid}: was not closed cleanly (a crash); it is recovered on resume"
                   for sid in unclean]
+        if unsendable:
+            lines += ["Problems:", *unsendable]
         lines.append(
             "The integrity, search-index and per-session checks of --doctor are for the "
             "SQLite store; PostgreSQL checks its own data (amcheck, REINDEX)."
         )
     print("\n".join(lines), file=out)
-    return 0
+    return 1 if unsendable else 0

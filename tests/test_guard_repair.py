@@ -21,6 +21,7 @@ import pytest
 from actors.store import SessionStore
 from actors.testing.scripted_server import tool_pairing_errors
 from tests.clitools import REPO, harness
+from tests.stores import Stores
 
 pytestmark = pytest.mark.slow
 CHILD_READY_S = 20
@@ -301,3 +302,17 @@ def test_calls_open_at_a_crash_are_a_note_not_a_problem(memory_dir: Path) -> Non
     report = harness("--doctor", memory_dir=memory_dir)
     assert report.returncode == 0 and "No problems found" in report.stdout
     assert "running at the crash" in report.stdout
+
+
+def test_doctor_checks_the_pairing_on_postgresql_too(pg_stores: Stores, memory_dir: Path
+                                                      ) -> None:
+    store = pg_stores.open(memory_dir)
+    bad = store.create_session(messages=[{"role": "user", "content": "go"}, calls(5),
+                                         result(5)])
+    crashed = store.create_session(messages=[{"role": "user", "content": "go"}, calls("a")],
+                                   status="active")
+    report = harness("--doctor", memory_dir=memory_dir, env=pg_stores.env)
+    assert report.returncode == 1, report.stdout + report.stderr
+    assert f"{bad}: its context cannot be sent to an endpoint" in report.stdout
+    assert "is not a string" in report.stdout
+    assert f"{crashed}: its context" not in report.stdout  # open at a crash: recovered

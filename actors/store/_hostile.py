@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from actors.core.errors import InvalidRecord
+from actors.core.messages import open_calls_at_end, pairing_problems, repair
 
 MAX_INTEGER_DIGITS = 100
 MAX_DEPTH = 100
@@ -246,3 +247,43 @@ def importable(messages: list[Any]) -> list[Any]:
     """What a repaired copy or a salvage can hold of ``messages``: tool-call ids made unique
     strings (:func:`unique_call_ids`), then malformed messages left out."""
     return [m for m in unique_call_ids(messages) if is_valid_message(m)]
+
+
+def call_id_problems(context: list[Any]) -> list[str]:
+    """Why the endpoint would refuse this context's tool calls: ids that are not strings,
+    an id used twice in one message, a call without its result, a result without its call."""
+    problems = []
+    for pos, message in enumerate(context):
+        role = message.get("role")
+        if role == "assistant" and message.get("tool_calls") is not None:
+            calls = message["tool_calls"]
+            if not isinstance(calls, list):
+                problems.append(f"message {pos}: tool_calls is not a list")
+                continue
+            ids: set[str] = set()
+            for call in calls:
+                call_id = call.get("id") if isinstance(call, dict) else None
+                if not isinstance(call_id, str) or not call_id:
+                    problems.append(f"message {pos}: a tool call id {call_id!r} is not a string")
+                elif call_id in ids:
+                    problems.append(f"message {pos}: tool call id {call_id!r} is used twice")
+                ids.add(str(call_id))
+        elif role == "tool" and not isinstance(message.get("tool_call_id"), str):
+            problems.append(
+                f"message {pos}: a tool result's id {message.get('tool_call_id')!r} is not "
+                "a string")
+    return problems + pairing_problems(context)
+
+
+def only_open_at_crash(context: list[Any]) -> bool:
+    """Whether the only problems of ``context`` are calls left open at its end by a crash
+    (what recovery answers on resume)."""
+    problems = call_id_problems(context)
+    return len(problems) == len(open_calls_at_end(context)) and not call_id_problems(
+        repair(context).messages)
+
+
+def unsendable(problems: list[str]) -> str:
+    """The doctor's line for a context an endpoint would refuse."""
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"its context cannot be sent to an endpoint: {problems[0]}{more}"

@@ -369,14 +369,17 @@ class Store:
         )
         return {key: record[key] for key in RECORD_FIELDS}
 
-    def load_context(self, session_id: str) -> list[Message]:
-        """Only the working context, repaired as in :meth:`load_session`."""
+    def load_context(self, session_id: str, *, repaired: bool = True) -> list[Message]:
+        """Only the working context, repaired as in :meth:`load_session` (``repaired=False``:
+        exactly as saved, for ``--doctor``)."""
         check_session_id(session_id)
         with self.db.read(session_id) as conn:
             row = _rows.session_row(conn, session_id)
             saved = self._saved(conn, row)
             phases = _write_ahead.phases(conn, row.rid)
         messages = [json.loads(t) for t in saved.texts]
+        if not repaired:
+            return messages
         return repair(messages, _write_ahead.notice_for(phases)).messages
 
     def info(self, session_id: str) -> SessionInfo:

@@ -534,10 +534,10 @@ class Torture:
                     time.sleep(0.005)
             self.wait_for_moment(plan, proc)
             phase = self.phase(proc, err_path)
+            at_kill = [pid for pid in _project_processes(self.project) if pid != proc.pid]
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
             code = proc.wait()
-            at_kill = [pid for pid in _project_processes(self.project) if pid != proc.pid]
         survivors = wait_for_survivors(self.project) if code == -signal.SIGKILL else []
         self.figures.leftover_processes_killed += kill_leftovers(self.project)
         self.figures.iterations += 1

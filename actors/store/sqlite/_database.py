@@ -127,11 +127,11 @@ class SqliteDatabase:
     replaces the file under it. ``busy_timeout``: how long a statement waits for another
     process's lock before the store is reported busy.
 
-    Before every ``COMMIT`` it checks that the ``-wal`` and ``-shm`` names still name the files
-    SQLite has open (:mod:`._wal_watch`). If another program deleted or replaced one, the
-    transaction is rolled back, what the orphaned log holds is written back into the database
+    Before every write transaction it checks that the ``-wal`` and ``-shm`` names still name
+    the files SQLite has open (:mod:`._wal_watch`). If another program deleted or replaced
+    one, what the orphaned log holds is written back into the database
     (``wal_checkpoint(TRUNCATE)``), the connection is reopened and :class:`StorageError`
-    says what happened: that write is not acknowledged, and none acknowledged before is lost.
+    says what happened: that write is not made, and none acknowledged before is lost.
     """
 
     damage_hint = DOCTOR_HINT
@@ -197,11 +197,11 @@ class SqliteDatabase:
     def write(self, *leased: str) -> Iterator[Conn]:
         # A flock lease cannot be lost while its process lives: nothing to check for ``leased``.
         with self.lock, translated(self.path):
+            self._check_side_files()  # may reopen: read the connection after it
             conn = self.connection
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
-                self._check_side_files()
                 conn.execute("COMMIT")
             except BaseException:
                 if conn is self.connection and conn.in_transaction:  # not after a reopen
@@ -211,7 +211,9 @@ class SqliteDatabase:
 
     def _check_side_files(self) -> None:
         """Raise :class:`StorageError`, after a safe reopen, when the ``-wal`` or ``-shm`` file
-        was deleted or replaced behind SQLite's back (inside a write, before ``COMMIT``)."""
+        was deleted or replaced behind SQLite's back (before a write transaction begins:
+        there, unlike just before ``COMMIT``, the ``stat`` of the log costs nothing
+        measurable, because the log holds no unsynced pages then)."""
         change = self._watch.changed()
         if change is None:
             return

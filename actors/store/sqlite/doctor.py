@@ -40,8 +40,13 @@ from typing import Any
 
 from actors.core.errors import HarnessError, StorageError
 from actors.core.ids import new_session_id
-from actors.core.messages import Message, open_calls_at_end, pairing_problems, repair, text_of
-from actors.store._hostile import importable
+from actors.core.messages import Message, repair, text_of
+from actors.store._hostile import (
+    call_id_problems,
+    importable,
+    only_open_at_crash,
+    unsendable,
+)
 from actors.store._records import timestamp
 from actors.store._text import indexed_text, session_text
 from actors.store.sqlite._database import DB_NAME, is_busy
@@ -142,32 +147,6 @@ def _read_session(conn: sqlite3.Connection, row: sqlite3.Row) -> _SessionRows:
     return rows
 
 
-def call_id_problems(context: list[Message]) -> list[str]:
-    """Why the endpoint would refuse this context's tool calls: ids that are not strings,
-    an id used twice in one message, a call without its result, a result without its call."""
-    problems = []
-    for pos, message in enumerate(context):
-        role = message.get("role")
-        if role == "assistant" and message.get("tool_calls") is not None:
-            calls = message["tool_calls"]
-            if not isinstance(calls, list):
-                problems.append(f"message {pos}: tool_calls is not a list")
-                continue
-            ids: set[str] = set()
-            for call in calls:
-                call_id = call.get("id") if isinstance(call, dict) else None
-                if not isinstance(call_id, str) or not call_id:
-                    problems.append(f"message {pos}: a tool call id {call_id!r} is not a string")
-                elif call_id in ids:
-                    problems.append(f"message {pos}: tool call id {call_id!r} is used twice")
-                ids.add(str(call_id))
-        elif role == "tool" and not isinstance(message.get("tool_call_id"), str):
-            problems.append(
-                f"message {pos}: a tool result's id {message.get('tool_call_id')!r} is not "
-                "a string")
-    return problems + pairing_problems(context)
-
-
 def examine(store: SqliteStore) -> Report:
     """Check everything; read-only."""
     report = Report()
@@ -242,18 +221,13 @@ def _examine_session(store: SqliteStore, session_id: str, rows: _SessionRows,
     problems = call_id_problems(rows.context)
     if not problems:
         return
-    open_at_end = open_calls_at_end(rows.context)
-    if crashed and len(problems) == len(open_at_end) and not call_id_problems(
-        repair(rows.context).messages
-    ):
+    if crashed and only_open_at_crash(rows.context):
         report.findings.append(Finding(
             session_id, f"{len(problems)} tool calls were running at the crash; recovery "
             "answers them on resume", False))
         return
     report.damaged[session_id] = rows
-    report.findings.append(Finding(
-        session_id, f"its context cannot be sent to an endpoint: {problems[0]}"
-        + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")))
+    report.findings.append(Finding(session_id, unsendable(problems)))
 
 
 def _examine_files(store: SqliteStore, conn: sqlite3.Connection, ids: set[str],
