@@ -1,4 +1,5 @@
-"""Tests for actors/testing/scripted_server.py, driven by the real ``openai.AsyncOpenAI`` client.
+"""Tests for actors/testing/scripted_server.py, driven by the real ``openai.AsyncOpenAI`` client;
+the flavours (ollama, llama.cpp, vLLM) are checked on the raw SSE lines they send.
 
 Every async test runs on asyncio and on trio (see the ``anyio_backend`` fixture in conftest).
 """
@@ -495,3 +496,159 @@ def test_program_serves_a_script_in_a_subprocess(tmp_path: Path) -> None:
             proc.terminate()
             _, stderr = proc.communicate(timeout=5)
     assert stderr == ""
+
+
+# ------------------------------------------------------------------------------------ flavours
+
+
+def raw_stream(server: ScriptedServer, **body: Any) -> tuple[int, list[str]]:
+    """POST a streaming chat request; the status and the raw SSE lines (blank ones dropped)."""
+    payload = {"model": server.models[0], "messages": USER, "stream": True, **body}
+    with httpx2.Client() as http:
+        response = http.post(f"{server.base_url}/chat/completions", json=payload)
+    return response.status_code, [line for line in response.text.splitlines() if line]
+
+
+def data(lines: list[str]) -> list[Any]:
+    return [json.loads(line[6:]) for line in lines
+            if line.startswith("data: ") and line != "data: [DONE]"]
+
+
+def test_ollama_streams_whole_calls_with_go_escapes_and_its_index_quirks() -> None:
+    from actors.testing.flavours import Ollama
+
+    step = Reply("Hi", [ToolCall("run_bash", {"command": "a > b"}), ToolCall("ls", {})],
+                 reasoning="hmm")
+    for tool_index, expected in (("sequential", [0, 1]), ("zero", [0, 0]),
+                                 ("absent", [None, None])):
+        with ScriptedServer([step], flavour=Ollama(tool_index=tool_index)) as server:
+            _, lines = raw_stream(server, stream_options={"include_usage": True})
+        chunks = data(lines)
+        assert lines[-1] == "data: [DONE]"
+        assert all(c["system_fingerprint"] == "fp_ollama" for c in chunks)
+        first = chunks[0]["choices"][0]["delta"]
+        assert first == {"role": "assistant", "content": "", "reasoning": "h"}
+        calls = [c["choices"][0]["delta"]["tool_calls"][0] for c in chunks
+                 if c["choices"] and "tool_calls" in c["choices"][0]["delta"]]
+        assert [c.get("index") for c in calls] == expected
+        assert calls[0]["function"]["arguments"] == '{"command":"a \\u003e b"}'
+        assert calls[0]["id"].startswith("call_") and len(calls[0]["id"]) == 13
+        assert chunks[-2]["choices"][0] == {"index": 0, "delta": {}, "finish_reason": "tool_calls"}
+        assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["prompt_tokens"] > 0
+
+
+def test_ollama_fails_midway_with_an_empty_chunk_and_no_end() -> None:
+    from actors.testing.flavours import Ollama
+    from actors.testing.scripted_server import StreamError
+
+    with ScriptedServer([StreamError(2)], flavour=Ollama()) as server:
+        status, lines = raw_stream(server)
+    chunks = data(lines)
+    assert status == 200 and "data: [DONE]" not in lines
+    assert chunks[-1]["choices"][0] == {"index": 0, "delta": {"content": ""},
+                                        "finish_reason": None}
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks)
+
+
+def test_ollama_native_api_and_unknown_models() -> None:
+    from actors.testing.flavours import Ollama
+
+    with ScriptedServer([], flavour=Ollama(num_ctx_parameter=8192, loaded=True)) as server:
+        root = server.base_url.removesuffix("/v1")
+        with httpx2.Client() as http:
+            assert http.get(f"{root}/api/version").json() == {"version": "0.20.4"}
+            show = http.post(f"{root}/api/show", json={"model": "gemma4"}).json()
+            ps = http.get(f"{root}/api/ps").json()
+            models = http.get(f"{server.base_url}/models").json()
+            missing = http.post(f"{server.base_url}/chat/completions",
+                                json={"model": "gemma5", "messages": USER})
+            route = http.post(f"{root}/chat/completions", json={})
+    assert "num_ctx                        8192" in show["parameters"]
+    assert ps["models"][0]["context_length"] == 8192
+    assert models["data"][0] == {"id": "gemma4:latest", "object": "model",
+                                 "created": 1767225600, "owned_by": "library"}
+    assert missing.status_code == 404 and missing.json()["error"] == {
+        "message": "model 'gemma5' not found", "type": "not_found_error", "param": None,
+        "code": None}
+    assert (route.status_code, route.text) == (404, "404 page not found")
+
+
+def test_llama_cpp_fragments_reasoning_formats_and_error_events() -> None:
+    from actors.testing.flavours import LlamaCpp
+    from actors.testing.scripted_server import StreamError
+
+    step = Reply("Answer", [ToolCall("ls", {"path": "src"})], reasoning="think")
+    with ScriptedServer([step, step], flavour=LlamaCpp()) as server:
+        _, lines = raw_stream(server, stream_options={"include_usage": True})
+        _, old = raw_stream(server)
+    chunks = data(lines)
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}
+    assert chunks[1]["choices"][0]["delta"] == {"reasoning_content": "th"}
+    calls = [c["choices"][0]["delta"]["tool_calls"][0] for c in chunks
+             if c["choices"] and "tool_calls" in c["choices"][0]["delta"]]
+    assert len(calls[0]["id"]) == 32 and calls[0]["function"]["name"] == "ls"
+    assert all(set(c) == {"index", "function"} for c in calls[1:])
+    assert "".join(c["function"]["arguments"] for c in calls) == '{"path": "src"}'
+    assert chunks[-1]["choices"] == [] and "timings" in chunks[-1]
+    assert chunks[0]["system_fingerprint"].startswith("b")
+    assert all(not c.get("usage") for c in data(old))  # no include_usage: no usage chunk
+
+    for flavour, content in ((LlamaCpp(reasoning_format="none"), "<think>\nthink\n</think>"),
+                             (LlamaCpp(reasoning_format="lone-close"), "think\n</think>")):
+        with ScriptedServer([Reply("A", reasoning="think")], flavour=flavour) as server:
+            _, lines = raw_stream(server)
+        text = "".join(c["choices"][0]["delta"].get("content") or "" for c in data(lines)
+                       if c["choices"])
+        assert text.startswith(content) and text.endswith("A")
+
+    with ScriptedServer([Reply(tool_calls=[ToolCall("ls", {"path": "."})])],
+                        flavour=LlamaCpp(arguments_as_object=True)) as server:
+        _, lines = raw_stream(server)
+    objects = [c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"]
+               for c in data(lines) if c["choices"] and "tool_calls" in c["choices"][0]["delta"]]
+    assert objects == [{"path": "."}]
+
+    with ScriptedServer([StreamError(1, 500, "boom")], flavour=LlamaCpp()) as server:
+        _, new = raw_stream(server)
+    with ScriptedServer([StreamError(1, 500, "boom")],
+                        flavour=LlamaCpp(legacy_errors=True)) as server:
+        _, legacy = raw_stream(server)
+    assert new[-1] == 'data: {"error": {"code": 500, "message": "boom", "type": "server_error"}}'
+    assert legacy[-2:] == ['error: {"code": 500, "message": "boom", "type": "server_error"}',
+                           "data: [DONE]"]
+    with ScriptedServer([], flavour=LlamaCpp(jinja=False)) as server:
+        status, lines = raw_stream(server, tools=[{"type": "function",
+                                                   "function": {"name": "ls"}}])
+    assert status == 500 and json.loads(lines[0]) == {"error": {
+        "code": 500, "message": "tools param requires --jinja flag", "type": "server_error"}}
+
+
+def test_vllm_repeated_arguments_null_fields_and_errors() -> None:
+    from actors.testing.flavours import VLLM
+    from actors.testing.scripted_server import StreamError
+
+    step = Reply(tool_calls=[ToolCall("ls", {"path": "a"})], reasoning="r")
+    with ScriptedServer([step], flavour=VLLM(repeat_arguments=True, null_fields=True)) as server:
+        _, lines = raw_stream(server)
+    chunks = data(lines)
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert chunks[1]["choices"][0]["delta"] == {"reasoning": "r"}
+    calls = [c["choices"][0]["delta"]["tool_calls"][0] for c in chunks
+             if "tool_calls" in c["choices"][0]["delta"]]
+    assert calls[0]["id"].startswith("chatcmpl-tool-") and calls[0]["function"] == {"name": "ls"}
+    assert calls[1]["id"] is None and calls[1]["function"]["name"] is None
+    streamed = "".join(c["function"]["arguments"] for c in calls[1:-1])
+    assert streamed == '{"path": "a"}' and calls[-1]["function"]["arguments"] == streamed
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+    with ScriptedServer([StreamError(1, 400, "bad")], flavour=VLLM()) as server:
+        _, lines = raw_stream(server)
+        with httpx2.Client() as http:
+            listed = http.get(f"{server.base_url}/models").json()["data"][0]
+            missing = http.post(f"{server.base_url}/chat/completions",
+                                json={"model": "nope", "messages": USER})
+    assert lines[-2:] == ['data: {"error": {"message": "bad", "type": "BadRequestError", '
+                          '"param": null, "code": 400}}', "data: [DONE]"]
+    assert listed["owned_by"] == "vllm" and listed["max_model_len"] == 32768
+    assert missing.status_code == 404
+    assert missing.json()["error"]["message"] == "The model `nope` does not exist."

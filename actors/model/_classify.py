@@ -198,10 +198,8 @@ def from_exception(exc: BaseException, endpoint: Endpoint, *, streaming: bool) -
         if isinstance(link, ConnectionRefusedError) or (
             isinstance(link, OSError) and link.errno == errno.ECONNREFUSED
         ):
-            error = EndpointUnreachable("connection refused", endpoint=url,
-                                        hint=endpoint.unreachable_hint())
-            error.retryable = True  # a server restarting: one more try, soon
-            return error
+            return EndpointUnreachable("connection refused", endpoint=url,
+                                       hint=endpoint.unreachable_hint())
         if isinstance(link, socket.gaierror):
             return EndpointUnreachable("unknown host", snippet(str(link.strerror or link)),
                                        endpoint=url, hint="Check the host in --base-url.")

@@ -2,8 +2,8 @@
 
 - 5xx, 429 and broken streams: up to ``attempts`` tries in all, with exponential backoff
   (0.5, 1, 2, 4 s by default); a 429 waits at least its ``Retry-After``.
-- Connection refused: ``refused_attempts`` tries (a server that is restarting), then the
-  endpoint is reported unreachable. DNS failures and bad URLs are not retried.
+- An unreachable endpoint (connection refused, unknown host, a bad URL) is reported at once:
+  nothing is listening, and waiting would only delay the hint.
 - Everything else (4xx, known server configuration, garbage answers) fails at once.
 - A wait that would not end before the time left (``--llm-timeout``) is not started.
 
@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import anyio
 
-from actors.core.errors import EndpointUnreachable, ModelError
+from actors.core.errors import ModelError
 
 T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
@@ -30,15 +30,12 @@ Sleep = Callable[[float], Awaitable[None]]
 @dataclass(frozen=True)
 class RetryPolicy:
     attempts: int = 5
-    refused_attempts: int = 2
     first_backoff: float = 0.5
     max_backoff: float = 8.0
 
     def allowed(self, error: ModelError) -> int:
         """How many attempts in all this kind of failure gets."""
-        if not error.retryable:
-            return 1
-        return self.refused_attempts if isinstance(error, EndpointUnreachable) else self.attempts
+        return self.attempts if error.retryable else 1
 
     def backoff(self, retry: int) -> float:
         """The wait before retry number ``retry`` (1 for the first retry)."""
