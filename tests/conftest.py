@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.stores import BACKENDS, Stores, stores_for
+from tests.tool_context import ToolSession, tool_session
 
 
 class _SlowMarkerAudit:
@@ -98,4 +99,12 @@ def stores(request: pytest.FixtureRequest) -> Iterator[Stores]:
 def pg_stores() -> Iterator[Stores]:
     """PostgreSQL stores only (tests of what only the shared backend does)."""
     with stores_for("postgresql") as opened:
+        yield opened
+
+
+@pytest.fixture
+def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolSession]:
+    """A real store (in a directory of its own, outside ``tmp_path``) with the session that
+    tool calls belong to."""
+    with tool_session(tmp_path_factory.mktemp("store")) as opened:
         yield opened

@@ -17,12 +17,12 @@ import pytest
 from actors.core.config import Mode
 from actors.core.errors import ToolFailed
 from actors.core.events import Notice
-from actors.core.planning import Planning
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.tools import TOOLS, ToolContext, validate_arguments
 from tests.clitools import REPO
 from tests.runtime import Recorder, running, settings_for
+from tests.tool_context import ToolSession
 
 pytestmark = pytest.mark.anyio
 
@@ -30,8 +30,8 @@ SECRET = "top secret\n"
 
 
 @pytest.fixture
-def ctx(sandbox: Path, memory_dir: Path) -> ToolContext:
-    return ToolContext(sandbox=sandbox, memory_dir=memory_dir, planning=Planning())
+def ctx(sandbox: Path, memory_dir: Path, session: ToolSession) -> ToolContext:
+    return session.context(sandbox, memory_dir)
 
 
 @pytest.fixture
@@ -251,7 +251,7 @@ async def test_the_store_history_and_notes_are_never_read_or_written(home: Path)
     (memory / "history").write_text("canary-history\n")
     before = digest(memory)
     assert "sessions.sqlite3" in before
-    ctx = ToolContext(sandbox=home, memory_dir=memory, planning=Planning(), store=store)
+    ctx = ToolSession(store, "s1").context(home, memory)
     (home / "mem").symlink_to(".agent-harness/memory")
     os.link(memory / "user.md", home / "notes-link.md")
     targets = [

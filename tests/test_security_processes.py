@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from actors.core.planning import Planning
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.tools import TOOLS, ToolContext
@@ -20,6 +19,7 @@ from actors.tools._base import ProcessGroup
 from tests.clitools import REPO
 from tests.runtime import running, settings_for, wait_for
 from tests.test_tools_shell import live_members
+from tests.tool_context import ToolSession
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 
@@ -94,17 +94,17 @@ def test_a_host_killed_with_9_takes_its_command_group_with_it(tmp_path: Path) ->
 HOST = """
 import sys, anyio
 from pathlib import Path
-from actors.core.planning import Planning
-from actors.tools import TOOLS, ToolContext
-ctx = ToolContext(sandbox=Path(sys.argv[1]), memory_dir=Path(sys.argv[1]) / "m",
-                  planning=Planning())
-anyio.run(TOOLS["run_bash"].run, ctx, {"command": sys.argv[2]})
+from actors.tools import TOOLS
+from tests.tool_context import tool_session
+with tool_session(Path(sys.argv[1]) / "store") as session:
+    ctx = session.context(Path(sys.argv[1]), Path(sys.argv[1]) / "m")
+    anyio.run(TOOLS["run_bash"].run, ctx, {"command": sys.argv[2]})
 """
 
 
 @pytest.fixture
-def ctx(sandbox: Path, memory_dir: Path) -> ToolContext:
-    return ToolContext(sandbox=sandbox, memory_dir=memory_dir, planning=Planning())
+def ctx(sandbox: Path, memory_dir: Path, session: ToolSession) -> ToolContext:
+    return session.context(sandbox, memory_dir)
 
 
 @pytest.mark.anyio

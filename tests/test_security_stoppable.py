@@ -18,7 +18,6 @@ import pytest
 
 from actors.core.events import ToolCallStarted
 from actors.core.messages import INTERRUPTED_NOTICE
-from actors.core.planning import Planning
 from actors.runtime.supervisor import Supervisor
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.tools import TOOLS, ToolContext
@@ -27,6 +26,7 @@ from actors.tools._threads import Stop, run_stoppable
 from tests.children import rest_of
 from tests.clitools import REPO
 from tests.runtime import Recorder, running, settings_for
+from tests.tool_context import ToolSession
 
 pytestmark = pytest.mark.anyio
 
@@ -35,8 +35,8 @@ STOP_WITHIN = 1.5  # seconds after the cancel, on the event loop's clock (the pr
 
 
 @pytest.fixture
-def ctx(sandbox: Path, memory_dir: Path) -> ToolContext:
-    return ToolContext(sandbox=sandbox, memory_dir=memory_dir, planning=Planning())
+def ctx(sandbox: Path, memory_dir: Path, session: ToolSession) -> ToolContext:
+    return session.context(sandbox, memory_dir)
 
 
 def sparse(path: Path, head: bytes, size: int) -> None:

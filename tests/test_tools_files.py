@@ -8,16 +8,16 @@ from typing import Any
 import pytest
 
 from actors.core.errors import ToolFailed
-from actors.core.planning import Planning
 from actors.tools import TOOLS, ToolContext
 from actors.tools import files as file_tools
+from tests.tool_context import ToolSession
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def ctx(sandbox: Path, memory_dir: Path) -> ToolContext:
-    return ToolContext(sandbox=sandbox, memory_dir=memory_dir, planning=Planning())
+def ctx(sandbox: Path, memory_dir: Path, session: ToolSession) -> ToolContext:
+    return session.context(sandbox, memory_dir)
 
 
 @pytest.fixture

@@ -10,16 +10,16 @@ import pytest
 
 from actors.core.config import Mode
 from actors.core.errors import ToolFailed
-from actors.core.planning import Planning
 from actors.core.prompts import note_path, read_memory_notes
 from actors.tools import TOOLS, ToolContext, validate_arguments
+from tests.tool_context import ToolSession
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def ctx(sandbox: Path, memory_dir: Path) -> ToolContext:
-    return ToolContext(sandbox=sandbox, memory_dir=memory_dir, planning=Planning())
+def ctx(sandbox: Path, memory_dir: Path, session: ToolSession) -> ToolContext:
+    return session.context(sandbox, memory_dir)
 
 
 async def call(ctx: ToolContext, name: str, **args: Any) -> str:
@@ -71,11 +71,12 @@ async def test_bad_notes_and_scopes(ctx: ToolContext, memory_dir: Path) -> None:
 
 
 async def test_project_notes_are_kept_per_project(
-    ctx: ToolContext, memory_dir: Path, sandbox: Path, tmp_path: Path
+    ctx: ToolContext, memory_dir: Path, sandbox: Path, tmp_path: Path,
+    session: ToolSession,
 ) -> None:
     other = tmp_path / "other" / "project"  # same directory name, another project
     other.mkdir(parents=True)
-    other_ctx = ToolContext(sandbox=other, memory_dir=memory_dir, planning=Planning())
+    other_ctx = session.context(other, memory_dir)
     await call(ctx, "append_memory", scope="project", note="this project uses tabs")
     await call(other_ctx, "append_memory", scope="project", note="the other uses spaces")
     await call(other_ctx, "append_memory", scope="user", note="likes short answers")

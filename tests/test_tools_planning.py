@@ -8,15 +8,16 @@ from typing import Any
 import pytest
 
 from actors.core.errors import ToolFailed
-from actors.core.planning import MAX_RETRIES, Planning
+from actors.core.planning import MAX_RETRIES
 from actors.tools import TOOLS, ToolContext, validate_arguments
+from tests.tool_context import ToolSession
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
-    return ToolContext(sandbox=tmp_path, memory_dir=tmp_path / "memory", planning=Planning())
+def ctx(tmp_path: Path, session: ToolSession) -> ToolContext:
+    return session.context(tmp_path, tmp_path / "memory")
 
 
 async def call(ctx: ToolContext, name: str, **args: Any) -> str:

@@ -11,12 +11,12 @@ import pytest
 
 from actors.core.config import Mode
 from actors.core.errors import ToolFailed
-from actors.core.planning import Planning
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.tools import TOOLS, ToolContext, validate_arguments
 from actors.tools.session_tools import READ_SESSION_CHARS
 from tests.runtime import Recorder, running, settings_for
+from tests.tool_context import ToolSession
 
 pytestmark = pytest.mark.anyio
 
@@ -36,13 +36,7 @@ def here(sandbox: Path, store: SessionStore) -> Callable[..., str]:
 @pytest.fixture
 def ctx(sandbox: Path, store: SessionStore, here: Callable[..., str]) -> ToolContext:
     current = here(title="current work")
-    return ToolContext(
-        sandbox=sandbox,
-        memory_dir=store.memory_dir,
-        planning=Planning(),
-        store=store,
-        session_id=current,
-    )
+    return ToolSession(store, current).context(sandbox, store.memory_dir)
 
 
 async def call(ctx: ToolContext, name: str, **args: Any) -> str:
@@ -160,17 +154,6 @@ async def test_write_session_summary_targets_the_current_session(
     assert store.info(other).summary == ""
     with pytest.raises(ToolFailed, match="empty"):
         await call(ctx, "write_session_summary", summary="  ")
-
-
-async def test_without_a_store_or_session(sandbox: Path, store: SessionStore) -> None:
-    bare = ToolContext(sandbox=sandbox, memory_dir=sandbox, planning=Planning())
-    with pytest.raises(ToolFailed, match="No session store"):
-        await call(bare, "list_sessions")
-    with pytest.raises(ToolFailed, match="No session store"):
-        await call(bare, "write_session_summary", summary="x")
-    no_session = ToolContext(sandbox=sandbox, memory_dir=sandbox, planning=Planning(), store=store)
-    with pytest.raises(ToolFailed, match="no saved session"):
-        await call(no_session, "write_session_summary", summary="x")
 
 
 async def test_other_projects_sessions_are_not_shown(

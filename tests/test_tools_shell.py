@@ -9,9 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors.core.planning import Planning
 from actors.tools import TOOLS, ToolContext
 from actors.tools import shell as shell_tool
+from tests.tool_context import ToolSession
 
 pytestmark = [
     pytest.mark.anyio,
@@ -20,8 +20,8 @@ pytestmark = [
 
 
 @pytest.fixture
-def ctx(sandbox: Path, memory_dir: Path) -> ToolContext:
-    return ToolContext(sandbox=sandbox, memory_dir=memory_dir, planning=Planning())
+def ctx(sandbox: Path, memory_dir: Path, session: ToolSession) -> ToolContext:
+    return session.context(sandbox, memory_dir)
 
 
 async def run(ctx: ToolContext, command: str) -> str:

@@ -32,7 +32,7 @@ TOOLS: dict[str, Tool] = {
 }
 
 
-def startup_warnings(sandbox: Path, memory_dir: Path, store: Store | None) -> list[str]:
+def startup_warnings(sandbox: Path, memory_dir: Path, store: Store) -> list[str]:
     """Warnings for the start of a session about where the tools run (blocking: use a thread)."""
     return sandbox_warnings(sandbox, protected_dirs(memory_dir, store))
 

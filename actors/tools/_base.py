@@ -49,13 +49,10 @@ class ProcessGroup:
     leader_start_time: int | None
 
 
-def protected_dirs(memory_dir: Path, store: Store | None) -> list[Path]:
+def protected_dirs(memory_dir: Path, store: Store) -> list[Path]:
     """Directories no tool may read or write: the harness's own state (memory notes, input
     history, the SQLite store and its -wal, -shm and lock files)."""
-    dirs = [memory_dir]
-    if store is not None:
-        dirs.append(store.memory_dir)
-    return dirs
+    return [memory_dir, store.memory_dir]
 
 
 @dataclass
@@ -65,9 +62,9 @@ class ToolContext:
     sandbox: Path
     memory_dir: Path
     planning: Planning
-    store: Store | None = None
-    session_id: str | None = None
-    writer: SessionWriter | None = None  # writes of the running session go through it
+    store: Store  # for reading saved sessions; its directory is protected from every tool
+    session_id: str  # the running session
+    writer: SessionWriter  # writes of the running session go through it
     progress: list[str] = field(default_factory=list)
     on_process_group: Callable[[ProcessGroup], Awaitable[None]] | None = None
     """Told about each process group a tool starts, as soon as it runs (run_bash)."""

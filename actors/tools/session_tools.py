@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio.to_thread
 
 from actors.core.errors import HarnessError, StorageError, ToolFailed, UsageError
 from actors.tools._base import Permission, Tool, ToolContext
-
-if TYPE_CHECKING:
-    from actors.store import Store
 
 MAX_LISTED = 50
 SEARCH_POOL = 500  # matches fetched before keeping the current project's best MAX_LISTED
@@ -33,12 +30,6 @@ SUMMARY_CHARS = 200
 READ_SESSION_CHARS = 12_000
 
 T = TypeVar("T")
-
-
-def _store(ctx: ToolContext) -> Store:
-    if ctx.store is None:
-        raise ToolFailed("No session store is available in this run.")
-    return ctx.store
 
 
 async def _call(function: Callable[..., T], *args: Any) -> T:
@@ -84,7 +75,7 @@ def _others_note(hidden: int) -> str:
 async def list_sessions(ctx: ToolContext, args: dict[str, Any]) -> str:
     """One line per saved session of this project (or every project), most recent first."""
     every = bool(args.get("all_projects", False))
-    sessions = await _call(_store(ctx).list_sessions)
+    sessions = await _call(ctx.store.list_sessions)
     mine = sessions if every else [s for s in sessions if _same_project(ctx, s["project_root"])]
     note = _others_note(len(sessions) - len(mine))
     if not mine:
@@ -100,7 +91,7 @@ async def search_sessions(ctx: ToolContext, args: dict[str, Any]) -> str:
     first, each with a snippet."""
     query = args["query"]
     every = bool(args.get("all_projects", False))
-    store = _store(ctx)
+    store = ctx.store
     found = await _call(lambda: store.search_sessions(query, limit=SEARCH_POOL))
     mine = found if every else [s for s in found if _same_project(ctx, s.get("project_root"))]
     note = _others_note(len(found) - len(mine))
@@ -142,7 +133,7 @@ def format_session(record: dict[str, Any]) -> str:
 
 async def read_session(ctx: ToolContext, args: dict[str, Any]) -> str:
     """A saved session's summary and transcript."""
-    record = await _call(_store(ctx).load_session, args["session_id"])
+    record = await _call(ctx.store.load_session, args["session_id"])
     return format_session(record)
 
 
@@ -155,7 +146,7 @@ async def _ask_for_other_projects(ctx: ToolContext, args: dict[str, Any]) -> str
 
 async def _ask_for_another_project(ctx: ToolContext, args: dict[str, Any]) -> str | None:
     """read_session of a session of another project asks (None for this project's)."""
-    if ctx.store is None or args["session_id"] == ctx.session_id:
+    if args["session_id"] == ctx.session_id:
         return None
     try:
         info = await anyio.to_thread.run_sync(ctx.store.info, args["session_id"])
@@ -168,20 +159,13 @@ async def _ask_for_another_project(ctx: ToolContext, args: dict[str, Any]) -> st
 
 async def write_session_summary(ctx: ToolContext, args: dict[str, Any]) -> str:
     """Set the current session's summary."""
-    store = _store(ctx)
-    if ctx.session_id is None:
-        raise ToolFailed("This run has no saved session to summarise.")
     summary = args["summary"].strip()
     if not summary:
         raise ToolFailed("The summary is empty.")
-    if ctx.writer is not None:  # the running harness: the checkpoint writer writes
-        try:
-            await ctx.writer.update(summary=summary)
-        except HarnessError as exc:
-            raise ToolFailed(str(exc)) from None
-        return "Saved session summary."
-    session_id = ctx.session_id
-    await _call(lambda: store.update(session_id, summary=summary))
+    try:  # through the checkpoint writer, the session's only writer
+        await ctx.writer.update(summary=summary)
+    except HarnessError as exc:
+        raise ToolFailed(str(exc)) from None
     return "Saved session summary."
 
 
