@@ -31,16 +31,26 @@ import json
 import socket
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
 from actors.testing.flavours import FLAVOURS, Flavour
-
-JSON = dict[str, Any]
-Expectation = Callable[[JSON], object]
+from actors.testing.steps import (
+    JSON,
+    STEP_TYPES,
+    Drop,
+    EndEarly,
+    Fail,
+    Garbage,
+    Hang,
+    Reply,
+    Responder,
+    Step,
+    StreamError,
+    ToolCall,
+)
 
 __all__ = [
     "Drop",
@@ -57,119 +67,6 @@ __all__ = [
     "load_script",
     "tool_pairing_errors",
 ]
-
-
-# ---------------------------------------------------------------------------------------- steps
-
-
-@dataclass
-class ToolCall:
-    """A tool call in a scripted reply. ``arguments`` is sent verbatim (may be invalid JSON)."""
-
-    name: str
-    arguments: str | JSON = "{}"
-    id: str | int | None = None  # None: the flavour's own; an int reproduces servers sending one
-
-    @property
-    def arguments_text(self) -> str:
-        """The arguments as the string that goes on the wire."""
-        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
-
-
-@dataclass
-class _Step:
-    """Fields shared by all steps: an optional request check and who consumed the step."""
-
-    expect: Expectation | None = field(default=None, kw_only=True, repr=False)
-    """Called with the request body; an AssertionError it raises is recorded in server.errors."""
-    request_index: int | None = field(default=None, init=False, compare=False)
-    """Index into ``server.requests`` of the request that consumed this step (set by server)."""
-
-
-@dataclass
-class Reply(_Step):
-    """A successful completion: text and/or tool calls, streamed in several chunks.
-
-    ``usage`` is ``(prompt_tokens, completion_tokens)``; None computes a rough estimate.
-    ``chunk_delay`` is slept between streamed chunks. ``finish_reason`` overrides the
-    default ("tool_calls" when there are tool calls, else "stop"), e.g. "length".
-    ``reasoning`` is the model's thinking, sent the way the flavour's server sends it (a
-    field of its own, or ``<think>`` tags in the content).
-    """
-
-    text: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    usage: tuple[int, int] | None = None
-    chunk_delay: float = 0.0
-    finish_reason: str | None = None
-    reasoning: str = ""
-
-
-@dataclass
-class Fail(_Step):
-    """An HTTP error with an OpenAI-style JSON error body (and optional Retry-After header)."""
-
-    status: int = 500
-    message: str = "scripted failure"
-    retry_after: float | None = None
-
-
-@dataclass
-class Drop(_Step):
-    """Close the connection abruptly after ``after_chunks`` SSE events (0: before any bytes).
-
-    For a non-streaming request any ``after_chunks > 0`` sends headers and half the body.
-    """
-
-    after_chunks: int = 0
-    reply: Reply = field(default_factory=lambda: Reply("this reply is cut off before it ends"))
-
-
-@dataclass
-class Hang(_Step):
-    """Stop responding until the server is closed.
-
-    With ``after_headers`` the status line, headers and ``after_chunks`` SSE events are sent
-    first; otherwise nothing is sent at all.
-    """
-
-    after_headers: bool = True
-    after_chunks: int = 0
-    reply: Reply = field(default_factory=lambda: Reply("this reply never finishes"))
-
-
-@dataclass
-class StreamError(_Step):
-    """Fail after ``after_chunks`` events of ``reply``, the way the flavour's server reports an
-    error once streaming began (ollama: an empty chunk and the end of the body; llama.cpp:
-    ``data: {"error": ...}``; vLLM: the same, then ``[DONE]``)."""
-
-    after_chunks: int = 2
-    status: int = 500
-    message: str = "scripted failure mid-stream"
-    reply: Reply = field(default_factory=lambda: Reply("This answer will be cut off here"))
-
-
-@dataclass
-class EndEarly(_Step):
-    """End the body cleanly after ``after_chunks`` events: no finish chunk, no ``[DONE]``."""
-
-    after_chunks: int = 2
-    reply: Reply = field(default_factory=lambda: Reply("This answer will be cut off here"))
-
-
-@dataclass
-class Garbage(_Step):
-    """Answer with ``body`` as it is (an HTML page, a proxy's message, broken SSE)."""
-
-    body: str = "<html><body><h1>It works!</h1></body></html>"
-    content_type: str = "text/html; charset=utf-8"
-    status: int = 200
-
-
-Step = Reply | Fail | Drop | Hang | StreamError | EndEarly | Garbage
-STEP_TYPES = (Reply, Fail, Drop, Hang, StreamError, EndEarly, Garbage)
-Responder = Callable[[JSON], Step]
 
 
 # ------------------------------------------------------------------------------ conversation check

@@ -1,6 +1,6 @@
 """A server's wire format, as a flavour of the scripted server; the base is OpenAI's own.
 
-A flavour turns a scripted :class:`~actors.testing.scripted_server.Reply` into the exact bytes
+A flavour turns a scripted :class:`~actors.testing.steps.Reply` into the exact bytes
 a server sends (chunks, tool-call deltas, reasoning, usage, the end of the stream), says how
 the server reports errors (before the stream, and after it began), which requests it refuses
 before running the model, and what its other endpoints answer (``/v1/models``, ollama's
@@ -14,10 +14,9 @@ import json
 import re
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from actors.testing.scripted_server import Reply
+from actors.testing.steps import Reply
 
 JSON = dict[str, Any]
 Response = tuple[int, JSON | str]  # status and a JSON body or plain text

@@ -28,12 +28,10 @@ from __future__ import annotations
 import random
 import string
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from actors.testing.flavours._base import JSON, Flavour, Response, pieces, prompt_estimate
-
-if TYPE_CHECKING:
-    from actors.testing.scripted_server import Reply
+from actors.testing.steps import Reply
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403:
                "permission_error", 404: "not_found_error", 501: "not_supported_error",

@@ -28,12 +28,10 @@ import json
 import random
 import string
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from actors.testing.flavours._base import JSON, Flavour, Response, pieces
-
-if TYPE_CHECKING:
-    from actors.testing.scripted_server import Reply
+from actors.testing.steps import Reply
 
 
 def go_json(payload: Any, *, sort_keys: bool = False) -> str:

@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from actors.testing.flavours._base import JSON, Flavour, Response, pieces, prompt_estimate
-
-if TYPE_CHECKING:
-    from actors.testing.scripted_server import Reply
+from actors.testing.steps import Reply
 
 ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 501: "NotImplementedError"}
 
