@@ -1,11 +1,14 @@
 """Print mode (``harness -p PROMPT``): one user turn for scripts.
 
-Only the final answer goes to stdout; ``Session: ID``, tool lines and diagnostics go to
-stderr; the model's reasoning goes nowhere. Actions that need an approval are denied (the
-mode decides what needs one), with a hint on stderr. SIGINT aborts the turn safely (exit 1
-after recovery); SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 stop the run and the supervisor's
-shutdown saves the session; repeats are ignored until that shutdown has ended
-(:mod:`repl.signals`).
+Only the final answer goes to stdout, as the model wrote it (plain text: no markdown
+rendering, no colour); ``Session: ID``, tool lines and diagnostics go to stderr; the model's
+reasoning goes nowhere. Written to a terminal, text from outside the harness (the answer,
+tool output, server messages) has its control characters replaced
+(:func:`~repl.interactive.sanitize.sanitize`); written to a pipe or a file it is exact.
+Actions that need an approval are denied (the mode decides what needs one), with a hint on
+stderr. SIGINT aborts the turn safely (exit 1 after recovery); SIGTERM, SIGHUP, SIGQUIT and
+SIGUSR1 stop the run and the supervisor's shutdown saves the session; repeats are ignored
+until that shutdown has ended (:mod:`repl.signals`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from actors.core.events import (
 from actors.runtime.supervisor import Supervisor, TurnResult
 from actors.store import Store
 from repl.interactive.render import preview, readable_arguments
+from repl.interactive.sanitize import sanitize
 from repl.signals import run_signals
 
 DRAIN_SECONDS = 1
@@ -41,12 +45,24 @@ async def _report(
             async for event in events:
                 _show(event, err)
                 if isinstance(event, ApprovalRequest):
-                    print(f"[denied] {event.description} (print mode cannot ask; "
-                          f"--mode {mode} requires approval)", file=err)
+                    print(_safe(f"[denied] {event.description} (print mode cannot ask; "
+                                f"--mode {mode} requires approval)", err), file=err)
                     async with event.reply:
                         await event.reply.send(False)
     finally:
         drained.set()
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _safe(text: str, stream: TextIO) -> str:
+    """``text`` as it may be written to ``stream``: sanitised for a terminal, else exact."""
+    return sanitize(text) if _is_tty(stream) else text
 
 
 def _show(event: Event, err: TextIO) -> None:
@@ -56,11 +72,11 @@ def _show(event: Event, err: TextIO) -> None:
         print(f"Session: {event.session_id}", file=err, flush=True)
     elif isinstance(event, ToolCallStarted):
         arguments = preview(readable_arguments(event.arguments), 200)
-        print(f"[tool] {event.name}({arguments})", file=err)
+        print(_safe(f"[tool] {event.name}({arguments})", err), file=err)
     elif isinstance(event, ToolCallFinished) and not event.ok:
-        print(f"[tool] {event.name}: {event.preview}", file=err)
+        print(_safe(f"[tool] {event.name}: {event.preview}", err), file=err)
     elif isinstance(event, Notice):
-        print(f"harness: {event.text}", file=err)
+        print(_safe(f"harness: {event.text}", err), file=err)
 
 
 async def run_print_mode(
@@ -95,10 +111,10 @@ async def run_print_mode(
         result = TurnResult("interrupted", f"stopped by {by}")
     try:
         if result.ok:
-            print(result.text, file=out, flush=True)
+            print(_safe(result.text, out), file=out, flush=True)
             return 0
         label = "Interrupted" if result.outcome == "interrupted" else "Turn failed"
-        print(f"harness: {label}: {result.text}", file=err, flush=True)
+        print(_safe(f"harness: {label}: {result.text}", err), file=err, flush=True)
     except OSError:  # the terminal is gone (SIGHUP): the session is saved all the same
         pass
     return 1

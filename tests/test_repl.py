@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pexpect
+import pyte
 import pytest
 
 from actors.core.messages import INTERRUPTED_NOTICE
@@ -24,14 +26,21 @@ PROMPT = "You:"
 UP = "\x1b[A"
 
 
-class Terminal:
-    """A harness REPL in a pty. ``expect`` matches on output; the log keeps everything."""
+COLUMNS, LINES = 160, 40
 
-    def __init__(self, memory_dir: Path, cwd: Path, *args: str) -> None:
-        env = {**os.environ, "AGENT_HARNESS_MEMORY_DIR": str(memory_dir), "PYTHONPATH": str(REPO),
-               "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "OPENAI_API_KEY": "test"}
+
+class Terminal:
+    """A harness REPL in a pty. ``expect`` matches on output; the log keeps everything;
+    ``screen()`` is what a terminal shows after that output (a pyte emulator)."""
+
+    def __init__(self, memory_dir: Path, cwd: Path, *args: str,
+                 env: dict[str, str] | None = None) -> None:
+        inherited = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "PAGER")}
+        env = {**inherited, "AGENT_HARNESS_MEMORY_DIR": str(memory_dir), "PYTHONPATH": str(REPO),
+               "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "OPENAI_API_KEY": "test",
+               "PAGER": "cat", **(env or {})}
         self.child = pexpect.spawn(sys.executable, ["-m", "repl", *args], env=env, cwd=str(cwd),
-                                   encoding="utf-8", timeout=15, dimensions=(40, 160))
+                                   encoding="utf-8", timeout=15, dimensions=(LINES, COLUMNS))
         self.log = io.StringIO()
         self.child.logfile_read = self.log
         self.child.expect(r"Session:\s+(\w+)")
@@ -49,6 +58,15 @@ class Terminal:
             raise AssertionError(f"{pattern!r} not seen; the terminal showed:\n{tail}") from None
         return str(self.child.before)
 
+    def screen(self) -> list[str]:
+        """The lines of the screen now (trailing spaces removed)."""
+        screen = pyte.Screen(COLUMNS, LINES)
+        pyte.Stream(screen).feed(self.log.getvalue())
+        return [line.rstrip() for line in screen.display]
+
+    def screen_text(self) -> str:
+        return "\n".join(self.screen())
+
     def exit(self) -> int:
         self.child.sendcontrol("d")
         self.child.expect(pexpect.EOF)
@@ -56,25 +74,39 @@ class Terminal:
         return int(self.child.exitstatus or 0)
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
+def make_project(tmp_path: Path) -> Path:
     path = tmp_path / "project"
     path.mkdir()
     (path / "README.md").write_text("hello")
     return path
 
 
+@contextlib.contextmanager
+def open_terminals() -> Iterator[list[Terminal]]:
+    """The terminals a test starts, each ended at the end if still running."""
+    opened: list[Terminal] = []
+    try:
+        yield opened
+    finally:
+        for terminal in opened:
+            if terminal.child.isalive():
+                terminal.child.terminate(force=True)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path)
+
+
 @pytest.fixture
 def terminals() -> Iterator[list[Terminal]]:
-    opened: list[Terminal] = []
-    yield opened
-    for terminal in opened:
-        if terminal.child.isalive():
-            terminal.child.terminate(force=True)
+    with open_terminals() as opened:
+        yield opened
 
 
-def start(terminals: list[Terminal], memory_dir: Path, project: Path, *args: str) -> Terminal:
-    terminal = Terminal(memory_dir, project, *args)
+def start(terminals: list[Terminal], memory_dir: Path, project: Path, *args: str,
+          env: dict[str, str] | None = None) -> Terminal:
+    terminal = Terminal(memory_dir, project, *args, env=env)
     terminals.append(terminal)
     return terminal
 
@@ -182,7 +214,7 @@ def test_approval_is_asked_inline(
     with ScriptedServer(script) as server:
         term = start(terminals, memory_dir, project, "--base-url", server.base_url)
         term.say("write it")
-        term.expect(re.escape("Allow write_file: a.txt (1 chars)? [y/N]"))
+        term.expect(re.escape("Allow write_file: a.txt (1 chars)? [y/N/a]"))
         term.say("y")
         term.expect("Asked.")
         term.expect(PROMPT)
@@ -231,6 +263,10 @@ def test_help_sessions_todos_pin(
         term = start(terminals, memory_dir, project, "--base-url", server.base_url)
         term.say("\\help")
         term.expect("Alt-Enter or Esc Enter: new line")
+        term.say("/help")  # the habit from other agents: /command is \\command
+        term.expect("Every \\\\command also works as /command")
+        term.say("/todos")
+        term.expect("No to-dos.")
         term.say("\\sessions")
         term.expect(re.escape(f"* {term.session_id} | "))
         term.say("\\todos")

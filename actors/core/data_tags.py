@@ -1,10 +1,11 @@
 """Text that is data, never instructions: the tags that mark it, and escaping them.
 
 The harness wraps text it did not write in data tags: ``<tool_result>`` (a tool's output),
-``<session_context_data>`` (a compaction summary) and ``<memory_notes>`` (memory notes in the
-system prompt). The system prompt tells the model that what is inside them is data. Text put
-inside such a block must therefore not be able to end it early or to open a block of its own:
-:func:`escape_data` is the one function that makes it so, and every block is built with it.
+``<session_context_data>`` (a compaction summary), ``<memory_notes>`` (memory notes in the
+system prompt) and ``<attached_file>`` (a file the user attached with ``@path``). The system
+prompt tells the model that what is inside them is data. Text put inside such a block must
+therefore not be able to end it early or to open a block of its own: :func:`escape_data` is
+the one function that makes it so, and every block is built with it.
 
 It replaces the ``<`` of every opening or closing data tag, whatever its letter case and with
 any whitespace, ``_`` or ``-`` between the words (``</TOOL_RESULT>``, ``< /tool-result``,
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-DATA_TAGS = ("tool_result", "session_context_data", "memory_notes")
+DATA_TAGS = ("tool_result", "session_context_data", "memory_notes", "attached_file")
 
 _SEPARATOR = r"[\s_-]*"
 _TAG_NAMES = "|".join(_SEPARATOR.join(tag.split("_")) for tag in DATA_TAGS)

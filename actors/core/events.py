@@ -5,7 +5,8 @@ dataclass, except :class:`ApprovalRequest`, which carries the reply stream for t
 Each kind of event has one producer:
 
 - the supervisor: :class:`SessionOpened` (first), :class:`ContextGauge`,
-  :class:`CompactionState`, :class:`TitleChanged`, :class:`PlanningChanged`, and the
+  :class:`CompactionState`, :class:`TitleChanged`, :class:`PlanningChanged`,
+  :class:`ApprovalsChanged`, and the
   :class:`Notice` lines of the session (recovered, compacted, waiting);
 - the model client: :class:`TextDelta`, :class:`StreamRestarted` and its retry notices;
 - the tool executor: :class:`ToolCallStarted`, :class:`ToolCallFinished` (exactly one per
@@ -16,7 +17,7 @@ The front end shows what it learns from them and never reads the supervisor's st
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
@@ -33,6 +34,7 @@ class SessionOpened:
     context_messages: int  # messages in the working context now
     recovered_calls: int = 0  # interrupted tool calls answered by recovery on resume
     crashed_before: bool = False  # the last run did not close the session cleanly
+    saved_approvals: tuple[str, ...] = ()  # standing approvals of the last run (not in force)
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ class ToolCallFinished:
     name: str
     preview: str  # the first line of the result, short
     ok: bool
+    output: str = ""  # the whole result as the model gets it (capped), without the data tags
+    status: str = ""  # done, failed, denied, interrupted, timed_out, not_started, over_limit
 
 
 @dataclass(frozen=True)
@@ -110,24 +114,43 @@ class TitleChanged:
 
 
 @dataclass(frozen=True)
+class ApprovalsChanged:
+    """The standing approvals of this run ("yes, and don't ask again"), as saved."""
+
+    rules: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class PlanningChanged:
     """The to-do list changed (and at the start of a run): ``todos`` as ``\\todos`` shows it."""
 
     todos: str
 
 
+@dataclass(frozen=True)
+class Denied:
+    """An approval answered no, with the user's reason, which the model is told."""
+
+    reason: str
+
+
 @dataclass
 class ApprovalRequest:
     """The tool executor asks the user before an edit or a shell command.
 
-    The front end answers ``True`` (approve) or ``False`` (deny) on ``reply``. If the front end
-    closes ``reply`` without answering, the call is denied. If the turn is aborted while the
-    question is open, the executor stops waiting and the call is reported as not executed.
+    The front end answers ``True`` (approve), ``False`` (deny) or :class:`Denied` (deny, with
+    a reason for the model) on ``reply``. If the front end closes ``reply`` without answering,
+    the call is denied. If the turn is aborted while the question is open, the executor stops
+    waiting and the call is reported as not executed. ``arguments`` are the call's validated
+    arguments (for showing a diff or the full command); ``asks`` is the tool's own reason to
+    be asked whatever the mode, if it gave one (such a call is never approved in advance).
     """
 
     tool: str
     description: str
-    reply: MemoryObjectSendStream[bool]
+    reply: MemoryObjectSendStream[bool | Denied]
+    arguments: dict[str, Any] = field(default_factory=dict)
+    asks: str = ""
 
 
 Event = (
@@ -143,6 +166,7 @@ Event = (
     | ContextGauge
     | TitleChanged
     | PlanningChanged
+    | ApprovalsChanged
     | ApprovalRequest
 )
 

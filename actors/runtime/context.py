@@ -44,6 +44,7 @@ class WorkingContext:
     usage: UsageTotals = field(default_factory=UsageTotals)
     tool_calls: int = 0
     pinned: list[str] = field(default_factory=list)
+    approvals: list[str] = field(default_factory=list)  # standing approvals of this run
     estimator: ContextEstimator = field(default_factory=ContextEstimator)
     saved_len: int = 0  # how many of ``messages`` the store holds
     overhead: int = 0  # tokens every request carries besides its messages (tool schemas)
@@ -52,7 +53,10 @@ class WorkingContext:
     def restored(
         cls, messages: list[Message], state: dict[str, Any], *, overhead: int
     ) -> WorkingContext:
-        """The context of a resumed session: its messages and the state saved with them."""
+        """The context of a resumed session: its messages and the state saved with them.
+
+        Standing approvals are not restored: a resume starts asking again unless the user
+        keeps them (the front end learns the saved ones from ``SessionOpened``)."""
         return cls(
             messages=messages,
             planning=Planning.from_state(state),
@@ -64,12 +68,13 @@ class WorkingContext:
         )
 
     def state(self) -> dict[str, Any]:
-        """Planning, usage and pins: saved with every checkpoint, restored on resume."""
+        """Planning, usage, pins and standing approvals: saved with every checkpoint."""
         return {
             **self.planning.to_state(),
             "tool_calls": self.tool_calls,
             **self.usage.to_state(),
             "pinned": list(self.pinned),
+            "approvals": list(self.approvals),
         }
 
     def tokens(self) -> int:

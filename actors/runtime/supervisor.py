@@ -51,6 +51,7 @@ from actors.core.errors import (
     UsageError,
 )
 from actors.core.events import (
+    ApprovalsChanged,
     CompactionState,
     ContextGauge,
     Event,
@@ -64,6 +65,8 @@ from actors.core.ids import new_session_id
 from actors.core.mailbox import ask
 from actors.core.messages import (
     NOT_STARTED_NOTICE,
+    SHOWN,
+    for_model,
     open_calls_at_end,
     tool_calls_of,
     tool_result,
@@ -231,6 +234,7 @@ class Supervisor:
             self.session_id, info.title, resumed=True, context_messages=len(messages),
             recovered_calls=recovered,
             crashed_before=info.status == "active",  # we hold the lease: its holder died
+            saved_approvals=tuple(str(r) for r in info.state.get("approvals", [])),
         )
 
     def _finish(self, status: str) -> None:
@@ -316,8 +320,12 @@ class Supervisor:
         self._turn.cancel(reason)
         return True
 
-    async def run_turn(self, text: str) -> TurnResult:
+    async def run_turn(self, text: str, *, shown: str | None = None) -> TurnResult:
         """Run one user message to its end: answered, interrupted, failed or stopped by a limit.
+
+        ``text`` is the message the model gets; ``shown``, when it differs, is what the user
+        typed (``@path`` attachments make the difference): the transcript keeps it beside the
+        message for showing, and no request carries it.
 
         Storage failures stop the turn before the next model request or tool runs, with the
         cause in the result; the last good checkpoint stays intact.
@@ -326,7 +334,7 @@ class Supervisor:
             raise UsageError("A turn is already running.")
         turn = self._turn = Turn()
         try:
-            return await self._turn_loop(turn, text)
+            return await self._turn_loop(turn, text, shown)
         except LimitReached as exc:
             return TurnResult("limit", str(exc))
         except StorageError as exc:
@@ -340,9 +348,12 @@ class Supervisor:
             self._answer_unstarted_calls()
             await self._after_turn()
 
-    async def _turn_loop(self, turn: Turn, text: str) -> TurnResult:
+    async def _turn_loop(self, turn: Turn, text: str, shown: str | None) -> TurnResult:
         context = self._context
-        context.messages.append({"role": "user", "content": text})
+        message = {"role": "user", "content": text}
+        if shown is not None and shown != text:
+            message[SHOWN] = shown
+        context.messages.append(message)
         await self._checkpoint()
         for _ in range(self._settings.max_turns):
             if turn.cancelled:
@@ -415,7 +426,7 @@ class Supervisor:
 
     async def _ask_model(self, turn: Turn) -> ModelOutcome:
         inbox = self._running().model
-        messages = list(self._context.messages)
+        messages = for_model(self._context.messages)
         tools = tool_schemas()
         outcome: ModelOutcome = await ask(
             inbox,
@@ -588,6 +599,16 @@ class Supervisor:
         title = title.strip()
         await self._running().writer.update(title=title)
         await self._events.send(TitleChanged(title))
+
+    async def set_standing_approvals(self, rules: list[str]) -> None:
+        """Replace this run's standing approvals ("don't ask again": a tool name, or
+        ``run_bash: PREFIX``), save them in the session's state and tell the front end.
+        Safe while a batch runs (the messages are not touched)."""
+        context = self._context
+        async with self._context_lock:
+            context.approvals = list(dict.fromkeys(rules))
+            await self._running().writer.update(state=context.state())
+        await self._events.send(ApprovalsChanged(tuple(context.approvals)))
 
     async def pin(self, text: str) -> None:
         """Keep ``text`` verbatim in the context across compactions (and tell the model now)."""

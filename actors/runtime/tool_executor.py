@@ -38,7 +38,13 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from actors.core.config import Mode
 from actors.core.data_tags import escape_attribute, escape_data
 from actors.core.errors import ActorCrashed, StorageError, ToolFailed
-from actors.core.events import ApprovalRequest, EventSink, ToolCallFinished, ToolCallStarted
+from actors.core.events import (
+    ApprovalRequest,
+    Denied,
+    EventSink,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from actors.core.mailbox import answer
 from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE
 from actors.core.planning import Planning
@@ -67,6 +73,7 @@ class CallOutcome:
     name: str
     status: Status
     content: str  # the tool message content sent to the model (wrapped, capped)
+    text: str = ""  # the same, capped but not wrapped (for the front end)
 
     @property
     def started(self) -> bool:
@@ -219,15 +226,14 @@ class ToolExecutor:
         else:
             preview = outcome.status.replace("_", " ")
         await self._events.send(ToolCallFinished(outcome.call_id, outcome.name, preview[:200],
-                                                 outcome.status == "done"))
+                                                 outcome.status == "done", outcome.text,
+                                                 outcome.status))
         return outcome
 
     def _outcome(self, call: dict[str, Any], status: Status, text: str) -> CallOutcome:
         name = str((call.get("function") or {}).get("name", ""))
-        return CallOutcome(
-            str(call.get("id")), name, status,
-            wrap_result(name, cap_output(text, self.max_output_bytes)),
-        )
+        capped = cap_output(text, self.max_output_bytes)
+        return CallOutcome(str(call.get("id")), name, status, wrap_result(name, capped), capped)
 
     def _unfinished(
         self, call: dict[str, Any], running: _Running, turn: Turn, error: StorageError | None
@@ -275,13 +281,18 @@ class ToolExecutor:
             reason = await tool.ask_reason(context, args, self.mode)
         except ToolFailed as exc:
             return self._outcome(call, "failed", f"Error: {exc}")
-        if (reason or needs_approval(tool, self.mode)) and not await self._approved(
-            tool, args, reason
-        ):
-            return self._outcome(
-                call, "denied", f"Denied: the user did not approve {_describe_call(name, args)}. "
-                "Do not retry it unchanged; ask the user what to do instead.",
-            )
+        if reason or needs_approval(tool, self.mode):
+            approval = await self._approved(tool, args, reason)
+            if approval is not True:
+                said = ""
+                if isinstance(approval, Denied) and approval.reason.strip():
+                    said = f" The user's reason: {approval.reason.strip()}"
+                    said += "" if said.endswith((".", "!", "?")) else "."
+                return self._outcome(
+                    call, "denied",
+                    f"Denied: the user did not approve {_describe_call(name, args)}.{said} "
+                    "Do not retry it unchanged; ask the user what to do instead.",
+                )
         await self._writer.mark_started([running.call_id])
         running.context, running.started_at = context, time.monotonic()
         with anyio.move_on_after(self.timeout) as deadline:
@@ -313,17 +324,22 @@ class ToolExecutor:
             await self._writer.call(lambda store, session_id: store.mark_process_group(
                 session_id, call_id, group.pgid, group.leader_start_time))
 
-    async def _approved(self, tool: Tool, args: dict[str, Any], reason: str | None) -> bool:
+    async def _approved(
+        self, tool: Tool, args: dict[str, Any], reason: str | None
+    ) -> bool | Denied:
+        """True if the user approved; False or a :class:`Denied` (with a reason) if not."""
         if not self._events.listening:
             return False
-        reply_send, reply_receive = anyio.create_memory_object_stream[bool](1)
+        reply_send, reply_receive = anyio.create_memory_object_stream[bool | Denied](1)
         async with reply_receive:
             description = _describe_call(tool.name, args) + (f" (asks: {reason})" if reason else "")
-            request = ApprovalRequest(tool.name, description, reply_send)
+            request = ApprovalRequest(tool.name, description, reply_send, dict(args),
+                                      reason or "")
             if not await self._events.send(request):
                 reply_send.close()
                 return False
             try:
-                return bool(await reply_receive.receive())
+                answer = await reply_receive.receive()
             except anyio.EndOfStream:
                 return False
+            return answer if isinstance(answer, Denied) else answer is True

@@ -2,11 +2,16 @@
 
 - History in ``<memory-dir>/history`` (0600), shared across sessions; Up/Down, Ctrl-R.
 - Enter sends; Alt-Enter (or Esc then Enter) inserts a new line.
-- Tab completes backslash commands, session ids (with titles) and ``@`` paths.
+- Tab completes backslash (and slash) commands, session ids (with titles) and ``@`` paths;
+  ``@path`` attaches the file to the message sent (:mod:`repl.interactive.attachments`).
 - The bottom toolbar shows the session, mode, context gauge, ``compacting…`` and cost, all
   learned from the supervisor's events (:class:`~repl.interactive.view.SessionView`).
-- Ctrl-C during a turn aborts it (the supervisor recovers and checkpoints); at the prompt it
-  clears the line, and a second Ctrl-C on an empty line exits, like Ctrl-D and ``\\exit``.
+- During a turn a status line says what runs; Esc or Ctrl-C aborts the turn (the supervisor
+  recovers and checkpoints), and text typed meanwhile waits in the next prompt
+  (:mod:`repl.interactive.keys`). At the prompt Ctrl-C clears the line, and a second Ctrl-C on
+  an empty line exits, like Ctrl-D and ``\\exit``.
+- Approvals show the change (a diff, the full command) and take yes, no, always for this
+  session, or the reason for a no (:mod:`repl.interactive.approvals`).
 - SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 end the run cleanly; the supervisor's shutdown saves
   the session, and further signals are ignored until it has ended (repl/signals.py).
 """
@@ -29,12 +34,21 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.patch_stdout import patch_stdout
 
 from actors.core.config import Settings
-from actors.core.events import Event, SessionOpened
+from actors.core.events import ApprovalRequest, Denied, Event, SessionOpened
 from actors.runtime.supervisor import Supervisor
 from actors.store import Store
-from repl.interactive.commands import CommandContext, ExitRequested, run_command
+from repl.interactive.approvals import choices, covered, parse_answer, rule_for
+from repl.interactive.attachments import attach
+from repl.interactive.commands import CommandContext, ExitRequested, command_name, run_command
 from repl.interactive.completion import HarnessCompleter
+from repl.interactive.diff import change_lines
+from repl.interactive.keys import TurnKeys
+from repl.interactive.pager import show_long
+from repl.interactive.project_files import ProjectFiles
 from repl.interactive.render import Renderer
+from repl.interactive.results import ResultLog
+from repl.interactive.sanitize import sanitize
+from repl.interactive.terminal import Capabilities
 from repl.interactive.view import SessionView
 from repl.signals import run_signals
 
@@ -67,12 +81,18 @@ class Repl:
         self.sup = sup
         self.settings = settings
         self.view = SessionView(budget=settings.max_context_tokens)
-        self._commands = CommandContext(sup, store, self.view)
+        self.caps = Capabilities.of(sys.stdout)
+        results = ResultLog()
+        self.renderer = Renderer(self._approve, self._refresh, caps=self.caps, results=results)
+        self._commands = CommandContext(sup, store, self.view, results,
+                                        lambda: self.renderer.last_reasoning)
+        self._files = ProjectFiles(settings.sandbox_dir, settings.memory_dir, store)
         self._events = events
         self._exit_armed = False
         self._command: anyio.CancelScope | None = None  # a backslash command being run
         self._leaving = False
-        self.renderer = Renderer(self._ask, self._refresh)
+        self._keys: TurnKeys | None = None  # during a turn
+        self._draft = ""  # text typed during the last turn, for the next prompt
         self.session: PromptSession[str] = PromptSession(
             history=FileHistory(str(settings.memory_dir / HISTORY_FILE)),
             completer=HarnessCompleter(store.list_sessions, settings.sandbox_dir),
@@ -84,7 +104,7 @@ class Repl:
             refresh_interval=0.5,
             enable_history_search=False,
         )
-        self._yes_no: PromptSession[str] = PromptSession()
+        self._yes_no: PromptSession[str] = PromptSession(key_bindings=self._question_bindings())
         self.session.default_buffer.on_text_changed += self._disarm_exit
 
     def _disarm_exit(self, _: object) -> None:
@@ -115,6 +135,15 @@ class Repl:
 
         return bindings
 
+    def _question_bindings(self) -> KeyBindings:
+        bindings = KeyBindings()
+
+        @bindings.add("escape", eager=True)  # Esc at a question aborts, like Ctrl-C
+        def _abort(event: KeyPressEvent) -> None:
+            event.app.exit(exception=KeyboardInterrupt())
+
+        return bindings
+
     def _toolbar(self) -> FormattedText:
         view = self.view
         if self._exit_armed:
@@ -130,13 +159,44 @@ class Repl:
         if app.is_running:
             app.invalidate()
 
-    async def _ask(self, question: str) -> bool:
-        try:
-            answer = await self._yes_no.prompt_async(question, handle_sigint=False)
-        except (KeyboardInterrupt, EOFError):
-            self.sup.abort()
+    async def _ask(self, question: str) -> str | None:
+        """Ask a question; None if it was answered by Ctrl-C, Esc or Ctrl-D (the turn is then
+        aborted). Keys typed before it appeared never answer it."""
+        pause = self._keys.paused() if self._keys is not None else contextlib.nullcontext()
+        async with pause:
+            try:
+                return await self._yes_no.prompt_async(question, handle_sigint=False)
+            except (KeyboardInterrupt, EOFError):
+                self.sup.abort()
+                return None
+
+    async def _approve(self, request: ApprovalRequest) -> bool | Denied:
+        """Answer an approval: a standing approval, or the user's answer to the change shown."""
+        rule = None if request.asks else covered(self.view.approvals, request.tool,
+                                                 request.arguments)
+        description = sanitize(request.description)
+        if rule is not None:
+            print(self.caps.style("dim", f"  allowed: {description} (standing approval "
+                                         f"'{sanitize(rule)}')"), flush=True)
+            return True
+        lines = await anyio.to_thread.run_sync(
+            change_lines, request.tool, request.arguments, self._files.read, self.caps)
+        for line in lines:
+            print("    " + line)
+        offered = None if request.asks else rule_for(request.tool, request.arguments)
+        hint, keys = choices(offered)
+        print(self.caps.style("dim", "  " + sanitize(hint)), flush=True)
+        text = await self._ask(f"Allow {description}? {keys} ")
+        if text is None:
             return False
-        return answer.strip().lower() in ("y", "yes")
+        answer = parse_answer(text, always_offered=offered is not None)
+        if answer.always and offered is not None:
+            await self.sup.set_standing_approvals([*self.view.approvals, offered])
+            print(self.caps.style("dim", f"  '{sanitize(offered)}' is approved for the rest of "
+                                         "this session (\\approvals lists them)"), flush=True)
+        if answer.reason:
+            return Denied(answer.reason)
+        return answer.allowed
 
     # -- loop -----------------------------------------------------------------------------
 
@@ -158,6 +218,10 @@ class Repl:
         print(f"Memory directory: {self.settings.memory_dir}")
         if opened.resumed:
             print(f"Resumed with {opened.context_messages} messages in context.")
+        if opened.saved_approvals:
+            rules = ", ".join(sanitize(r) for r in opened.saved_approvals)
+            print(f"Standing approvals of the last run are off ({rules}); "
+                  "\\approvals keep turns them back on.")
         print("Type \\help for commands, Ctrl-D to exit.", flush=True)
 
     async def drain(self) -> None:
@@ -167,7 +231,8 @@ class Repl:
         await barrier.reached.wait()
 
     def interrupt(self) -> bool:
-        """SIGINT (Ctrl-C while a turn or a command runs; the prompt handles its own): abort
+        """SIGINT (Ctrl-C while a turn or a command runs; the prompt handles its own), or Esc
+        during a turn: abort
         it. Never stops the REPL: that is Ctrl-D, ``\\exit`` or a stopping signal."""
         if not self.sup.abort() and self._command is not None:
             self._command.cancel()
@@ -177,15 +242,17 @@ class Repl:
         while True:
             self._exit_armed = False
             try:
+                draft, self._draft = self._draft, ""
                 with patch_stdout(raw=True):
-                    text = await self.session.prompt_async("You: ", handle_sigint=False)
+                    text = await self.session.prompt_async("You: ", handle_sigint=False,
+                                                           default=draft)
             except EOFError:
                 return
             except KeyboardInterrupt:
                 continue
             if not text.strip():
                 continue
-            if text.lstrip().startswith("\\"):
+            if command_name(text) is not None:
                 await self.command(text)
                 if self._leaving:
                     return
@@ -205,19 +272,44 @@ class Repl:
         finally:
             self._command = None
         await self.drain()
-        print(reply.text if reply else "Interrupted (anything started goes on in the "
-              "background).", flush=True)
+        if reply is None:
+            print("Interrupted (anything started goes on in the background).", flush=True)
+        elif reply.paged:
+            await show_long(sanitize(reply.text))
+        else:
+            print(sanitize(reply.text), flush=True)
 
     async def turn(self, text: str) -> None:
-        result = await self.sup.run_turn(text)
-        await self.drain()
-        self.renderer.end_line()
+        """One message: ``@path`` attached, the turn run with the status line and the keys
+        read; what was typed meanwhile goes to the next prompt."""
+        sent, shown = text, None
+        if "@" in text:
+            attached = await anyio.to_thread.run_sync(attach, text, self._files)
+            for note in attached.notes:
+                print(self.caps.style("dim", f"  {sanitize(note)}"), flush=True)
+            if attached.sent != text:
+                sent, shown = attached.sent, text
+        async with anyio.create_task_group() as tg:
+            if sys.stdin.isatty():
+                self._keys = TurnKeys(sys.stdin.fileno(), self.interrupt,
+                                      self.renderer.draft_changed)
+                await tg.start(self._keys.run)
+            self.renderer.begin_turn()
+            tg.start_soon(self.renderer.tick)
+            try:
+                result = await self.sup.run_turn(sent, shown=shown)
+                await self.drain()
+            finally:
+                self.renderer.end_turn()
+                tg.cancel_scope.cancel()
+        if self._keys is not None:
+            self._draft, self._keys = self._keys.draft, None
         if result.outcome == "interrupted":
             print("Interrupted.", flush=True)
         elif result.outcome == "failed":
-            print(f"Error: {result.text}", flush=True)
+            print(self.caps.style("red", f"Error: {sanitize(result.text)}"), flush=True)
         elif result.outcome == "limit":
-            print(result.text, flush=True)
+            print(sanitize(result.text), flush=True)
 
 
 async def _main(

@@ -1,16 +1,23 @@
 """The REPL's backslash commands. Each returns the text to show; none calls the model
-(except ``\\compact``, whose summary call is the point)."""
+(except ``\\compact``, whose summary call is the point).
+
+Every ``\\command`` can be typed ``/command`` too (the habit from other agents). A line
+starting with ``/`` whose first word names no command but holds another ``/`` (``/etc/hosts
+is empty``) is a message, not a command.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 
 from actors.core.errors import HarnessError
 from actors.runtime.supervisor import Supervisor
 from actors.store import Store
+from repl.interactive.results import ResultLog
+from repl.interactive.sanitize import sanitize
 from repl.interactive.view import SessionView
 from repl.session_commands import describe, session_line
 
@@ -23,14 +30,19 @@ COMMANDS: dict[str, str] = {
     "\\fork": "copy this session (or \\fork ID) into a new one; you stay here",
     "\\pin": "\\pin TEXT: an instruction kept verbatim across compactions",
     "\\todos": "show the to-do list",
+    "\\result": "show the last tool result whole, paged (or \\result N)",
+    "\\thinking": "show the model's last reasoning whole",
+    "\\approvals": "standing approvals; \\approvals keep (the last run's), \\approvals clear",
     "\\exit": "leave (also Ctrl-D)",
 }
 TAKES_SESSION_ID = ("\\info", "\\fork")
 
 KEYS = """\
+Every \\command also works as /command. @path attaches a file (or a directory's file list).
 Keys: Enter sends · Alt-Enter or Esc Enter: new line · Up/Down: history · Ctrl-R: search
-history · Tab: complete · Ctrl-C: abort the running turn / clear the line (twice on an empty
-line: exit) · Ctrl-D: exit"""
+history · Tab: complete · Esc or Ctrl-C: abort the running turn (text typed meanwhile waits
+in the next prompt) · Ctrl-C at the prompt: clear the line (twice on an empty line: exit) ·
+Ctrl-D: exit"""
 
 
 class ExitRequested(Exception):
@@ -41,6 +53,7 @@ class ExitRequested(Exception):
 class Reply:
     text: str
     error: bool = False
+    paged: bool = False  # long text: shown through the pager
 
 
 @dataclass
@@ -51,6 +64,8 @@ class CommandContext:
     sup: Supervisor
     store: Store
     view: SessionView
+    results: ResultLog = field(default_factory=ResultLog)
+    reasoning: Callable[[], str] = lambda: ""  # the model's last reasoning
 
 
 def help_text() -> str:
@@ -109,6 +124,50 @@ async def _todos(ctx: CommandContext, _: str) -> Reply:
     return Reply(ctx.view.todos)
 
 
+async def _result(ctx: CommandContext, argument: str) -> Reply:
+    if argument and not argument.isdigit():
+        return Reply("Usage: \\result [N]", error=True)
+    result = ctx.results.get(int(argument) if argument else None)
+    if result is None:
+        if not ctx.results.count:
+            return Reply("No tool results yet in this run.")
+        return Reply(f"No result {argument} (this run has results 1 to {ctx.results.count}; "
+                     "the oldest are not kept).", error=True)
+    status = "" if result.status == "done" else f", {result.status.replace('_', ' ')}"
+    header = f"[result {result.number}: {result.name}{status}]"
+    return Reply(header + "\n" + result.text, paged=True)
+
+
+async def _thinking(ctx: CommandContext, _: str) -> Reply:
+    text = ctx.reasoning()
+    return Reply(text, paged=True) if text else Reply("No reasoning in this run yet.")
+
+
+def _rules(rules: tuple[str, ...]) -> str:
+    return ", ".join(sanitize(r) for r in rules)
+
+
+async def _approvals(ctx: CommandContext, argument: str) -> Reply:
+    view = ctx.view
+    if argument == "keep":
+        if not view.saved_approvals:
+            return Reply("No standing approvals from the last run to keep.")
+        await ctx.sup.set_standing_approvals([*view.saved_approvals, *view.approvals])
+        kept, view.saved_approvals = view.saved_approvals, ()
+        return Reply(f"Kept for this session: {_rules(kept)}.")
+    if argument == "clear":
+        await ctx.sup.set_standing_approvals([])
+        view.saved_approvals = ()
+        return Reply("Standing approvals cleared: every action is asked again.")
+    if argument:
+        return Reply("Usage: \\approvals [keep|clear]", error=True)
+    lines = [f"Standing approvals: {_rules(view.approvals) or 'none'}."]
+    if view.saved_approvals:
+        lines.append(f"From the last run, not in force: {_rules(view.saved_approvals)} "
+                     "(\\approvals keep).")
+    return Reply("\n".join(lines))
+
+
 async def _help(ctx: CommandContext, _: str) -> Reply:
     return Reply(help_text())
 
@@ -126,16 +185,35 @@ HANDLERS: dict[str, Callable[[CommandContext, str], Awaitable[Reply]]] = {
     "\\fork": _fork,
     "\\pin": _pin,
     "\\todos": _todos,
+    "\\result": _result,
+    "\\thinking": _thinking,
+    "\\approvals": _approvals,
     "\\exit": _exit,
 }
 
 
+def command_name(line: str) -> str | None:
+    """The ``\\command`` a line runs (``/command`` is the same), or None for a message."""
+    stripped = line.strip()
+    if stripped.startswith("\\"):
+        return stripped.split(maxsplit=1)[0]
+    if stripped.startswith("/") and len(stripped) > 1:
+        word = stripped.split(maxsplit=1)[0]
+        name = "\\" + word[1:]
+        if name in HANDLERS or "/" not in word[1:]:
+            return name
+    return None
+
+
 async def run_command(ctx: CommandContext, line: str) -> Reply:
-    """Run one backslash command line; user mistakes come back as an error reply."""
-    name, _, argument = line.strip().partition(" ")
+    """Run one backslash (or slash) command line; user mistakes come back as an error
+    reply."""
+    name = command_name(line) or line.strip().split(maxsplit=1)[0]
+    _, _, argument = line.strip().partition(" ")
     handler = HANDLERS.get(name)
     if handler is None:
-        return Reply(f"Unknown command {name}; type \\help for the list.", error=True)
+        typed = sanitize(line.strip().split(maxsplit=1)[0])
+        return Reply(f"Unknown command {typed}; type \\help for the list.", error=True)
     try:
         return await handler(ctx, argument.strip())
     except HarnessError as exc:

@@ -16,7 +16,8 @@ MAX_PATHS = 200
 
 
 class HarnessCompleter(Completer):
-    """Completes ``\\command``, the session id after ``\\info``/``\\fork``, and ``@path``.
+    """Completes ``\\command`` and ``/command``, the session id after ``\\info``/``\\fork``,
+    and ``@path``.
 
     ``sessions`` returns the listed sessions (a cheap indexed query) when asked; ``sandbox`` is
     the directory whose files complete after ``@``.
@@ -30,12 +31,16 @@ class HarnessCompleter(Completer):
         self, document: Document, complete_event: CompleteEvent
     ) -> Iterable[Completion]:
         text = document.text_before_cursor
-        if text.startswith("\\") and " " not in text:
+        if text.startswith(("\\", "/")) and " " not in text:
+            lead = text[0]
             for name, help_text in COMMANDS.items():
-                if name.startswith(text):
-                    yield Completion(name, -len(text), display_meta=help_text)
+                typed = lead + name[1:]
+                if typed.startswith(text):
+                    yield Completion(typed, -len(text), display_meta=help_text)
             return
         command, _, argument = text.partition(" ")
+        if command.startswith("/"):
+            command = "\\" + command[1:]
         if command in TAKES_SESSION_ID and " " not in argument:
             for item in self._sessions():
                 if item["id"].startswith(argument):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from actors.core.events import (
+    ApprovalsChanged,
     CompactionState,
     ContextGauge,
     Event,
@@ -28,10 +29,13 @@ class SessionView:
     cost_usd: float = 0.0
     compacting: bool = False
     todos: str = "No to-dos."
+    approvals: tuple[str, ...] = ()  # standing approvals in force
+    saved_approvals: tuple[str, ...] = ()  # the last run's, not in force
 
     def apply(self, event: Event) -> None:
         if isinstance(event, SessionOpened):
             self.session_id, self.title = event.session_id, event.title
+            self.approvals, self.saved_approvals = (), event.saved_approvals
         elif isinstance(event, ContextGauge):
             self.tokens, self.budget, self.cost_usd = event.tokens, event.budget, event.cost_usd
         elif isinstance(event, CompactionState):
@@ -40,6 +44,8 @@ class SessionView:
             self.title = event.title
         elif isinstance(event, PlanningChanged):
             self.todos = event.todos
+        elif isinstance(event, ApprovalsChanged):
+            self.approvals = event.rules
 
     def context_line(self) -> str:
         """``ctx 1,234/24,000 (5%)``."""
