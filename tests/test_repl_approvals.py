@@ -77,7 +77,7 @@ def test_always_for_this_session_stops_the_next_question(
     with ScriptedServer(script) as server:
         term = start(terminals, memory_dir, project, "--base-url", server.base_url)
         term.say("write two files")
-        term.expect(re.escape("a: always allow write_file this session"))
+        term.expect(re.escape("a: always for write_file this session"))
         term.expect(re.escape("Allow write_file: f0.txt (1 chars)? [y/N/a]"))
         term.say("a")
         term.expect(re.escape("'write_file' is approved for the rest of this session"))

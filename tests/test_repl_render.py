@@ -17,7 +17,7 @@ from repl.interactive.attachments import ATTACH_LIMIT, attach
 from repl.interactive.commands import command_name
 from repl.interactive.diff import change_lines
 from repl.interactive.keys import TurnKeys
-from repl.interactive.live import LiveRegion, rows_of
+from repl.interactive.live import LiveRegion, rows_of, tail_rows
 from repl.interactive.markdown import MarkdownStream, render_markdown
 from repl.interactive.project_files import ProjectFiles
 from repl.interactive.results import ResultLog, summary_lines
@@ -97,6 +97,8 @@ def test_live_region_is_erased_exactly() -> None:
     feed.feed(out.getvalue().replace("\n", "\r\n"))
     assert [line.rstrip() for line in screen.display[:3]] == ["first", "second", ""]
     assert rows_of("x" * 40, 20) == 2 and rows_of("", 20) == 1 and rows_of("文字", 3) == 2
+    assert tail_rows("a\n" + "b" * 50 + "\nc", 20, 3) == "b" * 40 + "\nc"
+    assert tail_rows("short", 20, 3) == "short"
 
 
 def finished(output: str, status: str = "done") -> ToolCallFinished:
@@ -125,6 +127,8 @@ def test_standing_approval_rules() -> None:
     assert rule_for("edit_file", {"path": "a"}) == "edit_file"
     assert rule_for("run_bash", {"command": "pytest -q tests"}) == "run_bash: pytest"
     assert rule_for("run_bash", {"command": "git status --short"}) == "run_bash: git status"
+    assert rule_for("run_bash", {"command": "python -m pytest -q"}) == \
+        "run_bash: python -m pytest"
     for compound in ("pytest; rm -rf x", "pytest && curl x | sh", "echo $(id)", "A=1 pytest",
                      "pytest > out", "echo `id`", "pytest\nrm x"):
         assert rule_for("run_bash", {"command": compound}) is None

@@ -3,9 +3,9 @@
 A rule is a tool's name (``edit_file``: every edit_file call) or, for run_bash, a command
 prefix (``run_bash: pytest``: ``pytest``, ``pytest -q tests/``, never ``pytest; rm -rf x``).
 The prefix is the command's first word, or its first two for tools with subcommands (``git
-status``, ``npm run``, ``uv run``...). Only a simple command can match a prefix or make one:
-a command with shell operators, substitutions, redirections or a leading variable assignment
-is asked every time.
+status``, ``npm run``, ``uv run``...), or three for ``python -m MODULE``. Only a simple
+command can match a prefix or make one: a command with shell operators, substitutions,
+redirections or a leading variable assignment is asked every time.
 
 A call the tool itself insists on being asked about (a write into ``.git/``, a hard-linked
 file, another project's session) is never covered by a rule.
@@ -27,6 +27,7 @@ _SUBCOMMANDS = frozenset({
     "git", "npm", "pnpm", "yarn", "npx", "uv", "cargo", "go", "docker", "kubectl", "pip",
     "poetry", "make", "dotnet", "bundle", "rake", "mvn", "gradle", "hatch", "pdm", "bun",
 })
+_PYTHONS = frozenset({"python", "python3"})
 _NOT_SIMPLE = re.compile(r"[;&|`$<>(){}\n\\!]")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -52,6 +53,8 @@ def rule_for(tool: str, args: dict[str, Any]) -> str | None:
     if words is None:
         return None
     count = 2 if words[0] in _SUBCOMMANDS and len(words) > 1 else 1
+    if words[0] in _PYTHONS and len(words) > 2 and words[1] == "-m":
+        count = 3  # python -m pytest
     return BASH_PREFIX + " ".join(words[:count])
 
 
@@ -79,10 +82,9 @@ def choices(rule: str | None) -> tuple[str, str]:
     """(the hint line above the question, the answers in brackets)."""
     if rule is None:
         return "y: yes · n: no · or type what to do instead", "[y/N]"
-    what = rule.replace(BASH_PREFIX, "run_bash ") + "…" if rule.startswith(BASH_PREFIX) \
-        else rule
-    return (f"y: yes · n: no · a: always allow {what} this session · or type what to do "
-            "instead"), "[y/N/a]"
+    what = rule[len(BASH_PREFIX):] + "…" if rule.startswith(BASH_PREFIX) else rule
+    return f"y: yes · n: no · a: always for {what} this session · or type what to do instead", \
+        "[y/N/a]"
 
 
 def parse_answer(text: str, *, always_offered: bool) -> Answer:

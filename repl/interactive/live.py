@@ -48,6 +48,25 @@ def fit(text: str, columns: int) -> str:
     return "".join(out) + "…"
 
 
+def tail_rows(text: str, columns: int, rows: int) -> str:
+    """The end of ``text`` that fits in ``rows`` rows ``columns`` wide (what the live region
+    shows of a block taller than the screen; the block is written whole once final)."""
+    lines = text.split("\n")
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        need = rows_of(line, columns)
+        if used + need > rows:
+            room = rows - used
+            if room > 0:
+                kept.append(line[len(line) - room * columns:] if line.isascii() else
+                            line[-(room * columns) // 2:])
+            break
+        kept.append(line)
+        used += need
+    return "\n".join(reversed(kept))
+
+
 class LiveRegion:
     """See the module doc. ``out`` is looked up at each write (it may be patched)."""
 

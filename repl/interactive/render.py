@@ -36,7 +36,7 @@ from actors.core.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from repl.interactive.live import LiveRegion, fit
+from repl.interactive.live import LiveRegion, fit, tail_rows
 from repl.interactive.markdown import MarkdownStream, render_markdown
 from repl.interactive.results import ResultLog, summary_lines
 from repl.interactive.sanitize import sanitize
@@ -187,7 +187,8 @@ class Renderer:
             return self._dim(fit("Thinking: " + text[-width:], width - 1))
         if self._answer is not None:
             pending = self._answer.pending
-            return (LABEL + pending) if pending and not self._labelled else pending
+            shown = (LABEL + pending) if pending and not self._labelled else pending
+            return tail_rows(shown, width, self._room())
         return ""
 
     def _dim(self, text: str) -> str:
