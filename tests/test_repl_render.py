@@ -12,6 +12,7 @@ import pyte
 import pytest
 
 from actors.core.events import ToolCallFinished
+from actors.store import SessionStore
 from repl.interactive.approvals import covered, parse_answer, rule_for
 from repl.interactive.attachments import ATTACH_LIMIT, attach
 from repl.interactive.commands import command_name
@@ -149,7 +150,7 @@ def test_standing_approval_rules() -> None:
 
 def test_approval_diffs_for_write_edit_and_commands(tmp_path: Path) -> None:
     (tmp_path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    files = ProjectFiles(tmp_path, tmp_path / "memory", None)
+    files = ProjectFiles(tmp_path, tmp_path / "memory", SessionStore(tmp_path / "memory"))
     edit = change_lines("edit_file", {"path": "calc.py", "old_string": "a - b",
                                       "new_string": "a + b"}, files.read, PLAIN)
     assert edit[:3] == ["--- a/calc.py", "+++ b/calc.py", "@@ -1,2 +1,2 @@"]
@@ -175,7 +176,7 @@ def test_attachments_of_files_and_directories(tmp_path: Path) -> None:
     (tmp_path / "src" / "a.py").write_text("")
     (tmp_path / "big.txt").write_text("z" * (ATTACH_LIMIT + 10))
     os.symlink("/etc/passwd", tmp_path / "leak")
-    files = ProjectFiles(tmp_path, tmp_path / "memory", None)
+    files = ProjectFiles(tmp_path, tmp_path / "memory", SessionStore(tmp_path / "memory"))
     attached = attach("fix @calc.py, see @src and @big.txt; @missing @leak", files)
     sent = attached.sent
     assert sent.startswith("fix @calc.py, see @src and @big.txt; @missing @leak\n\n")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from actors.core.errors import UsageError
 from actors.tools._arguments import parse_arguments
 from actors.tools._base import Permission, Tool, ToolContext, protected_dirs
-from actors.tools._sandbox import sandbox_warnings
+from actors.tools._sandbox import Sandbox, sandbox_warnings
 from actors.tools._schema import validate_arguments
 from actors.tools.files import FILE_TOOLS
 from actors.tools.memory_notes import MEMORY_TOOLS
@@ -52,11 +52,19 @@ def tool_schemas(names: Iterable[str] | None = None) -> list[dict[str, Any]]:
 __all__ = [
     "TOOLS",
     "Permission",
+    "Sandbox",
     "Tool",
     "ToolContext",
     "parse_arguments",
+    "project_sandbox",
     "sandbox_warnings",
     "startup_warnings",
     "tool_schemas",
     "validate_arguments",
 ]
+
+
+def project_sandbox(sandbox: Path, memory_dir: Path, store: Store) -> Sandbox:
+    """The project as the tools see it (paths by descriptor, the harness's state protected),
+    for the front end's own reads: approval diffs, ``@path`` attachments."""
+    return Sandbox(sandbox, protected_dirs(memory_dir, store))

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from actors.core.errors import ToolFailed
-from actors.core.planning import Planning
 from actors.store import Store
-from actors.tools import ToolContext
+from actors.tools import Sandbox, project_sandbox
 
 MAX_LISTED = 200  # entries listed for a directory
 
@@ -29,14 +28,16 @@ class FileRead:
 class ProjectFiles:
     """The project directory as the tools see it."""
 
-    def __init__(self, sandbox: Path, memory_dir: Path, store: Store | None) -> None:
-        self._context = ToolContext(sandbox=sandbox, memory_dir=memory_dir,
-                                    planning=Planning(), store=store)
+    def __init__(self, sandbox: Path, memory_dir: Path, store: Store) -> None:
+        self._sandbox, self._memory_dir, self._store = sandbox, memory_dir, store
+
+    def _confined(self) -> Sandbox:
+        return project_sandbox(self._sandbox, self._memory_dir, self._store)
 
     def read(self, path: str, limit: int) -> FileRead:
         """The first ``limit`` bytes of a regular file (``missing`` if it does not exist).
         Raises :class:`ToolFailed` (one line) for anything refused or unreadable."""
-        sandbox = self._context.confined()
+        sandbox = self._confined()
         try:
             with sandbox.walk(path, missing_ok=True) as place:
                 if place.st is None or place.missing:
@@ -54,7 +55,7 @@ class ProjectFiles:
             raise ToolFailed(f"Cannot read '{path}': {exc.strerror or exc}.") from None
 
     def is_directory(self, path: str) -> bool:
-        sandbox = self._context.confined()
+        sandbox = self._confined()
         try:
             with sandbox.walk(path, missing_ok=True) as place:
                 return place.st is not None and stat.S_ISDIR(place.st.st_mode)
@@ -64,7 +65,7 @@ class ProjectFiles:
     def listing(self, path: str) -> tuple[list[str], bool]:
         """The files under a directory (relative to it, directories ending in ``/``, hidden
         ones left out), at most :data:`MAX_LISTED`; and whether there were more."""
-        sandbox = self._context.confined()
+        sandbox = self._confined()
         names: list[str] = []
         try:
             with sandbox.open_directory(path) as (fd, _place):
