@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from actors.core.config import (
     DEFAULT_MODEL,
@@ -31,20 +31,24 @@ A terminal coding agent with durable sessions. It talks to any OpenAI-compatible
 (ollama by default), runs tools in the project directory, and saves every step.
 
 Start it with no arguments for the interactive prompt, or give -p PROMPT for one answer.
-The session commands below work without a model."""
+The session commands below work without a model; wherever an ID is taken, any unique
+prefix of it works."""
 
 EPILOG = """\
 examples:
   harness                                 start a new session in this directory
-  harness --continue                      resume the latest session of this project
+  harness -c                              continue the latest session of this project
+  harness -r k3m9                         resume the session whose id starts with k3m9
   harness -p "explain main.py"            one turn, answer on stdout
-  harness --list-sessions                 id | title | status | updated_at | summary
+  harness --list-sessions [--all]         this project's sessions (--all: every project)
   harness --search "cache bug"            sessions containing every word
-  harness --export ID --format markdown   readable transcript
+  harness --fork ID --at 12               a branch holding messages 1 to 12
+  harness --export ID --format markdown   readable transcript, messages numbered
   harness --store postgresql://db/team --list-sessions   the team's shared sessions
 
-exit status: 0 ok, 1 failed turn or storage error, 2 bad usage or an unknown, locked
-or archived session."""
+exit status: 0 answered (or the command worked); 1 the turn failed, was interrupted or
+stopped by a limit, or the store failed; 2 a usage mistake (a bad flag, an unknown, ambiguous,
+locked or archived session); 130 interrupted before anything ran."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,25 +56,59 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _number(text: str, kind: type[int] | type[float], what: str) -> float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):  # nan, inf
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
 def _positive_float(text: str) -> float:
-    value = float(text)
+    value = _number(text, float, "a positive number")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return value
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    value = int(_number(text, int, "a positive whole number"))
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return value
 
 
+def _price(text: str) -> float:
+    value = _number(text, float, "a price in USD")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return value
+
+
 def _fraction(text: str) -> float:
-    value = float(text)
+    value = _number(text, float, "a fraction such as 0.8")
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
     return value
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed package's version (looked up only when asked)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("agent-harness")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            number = "unknown"
+        print(f"harness {number}")
+        parser.exit(0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,12 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=_Version)
     run = parser.add_argument_group("running the agent")
     run.add_argument("-p", "--prompt", metavar="PROMPT",
                      help="run one user turn, print only the final answer, and exit "
                      "(use '-' to read the prompt from stdin)")
-    run.add_argument("--resume", metavar="ID", help="resume a saved session by id")
-    run.add_argument("--continue", dest="continue_", action="store_true",
+    run.add_argument("-r", "--resume", metavar="ID",
+                     help="resume a saved session (any unique prefix of its id)")
+    run.add_argument("-c", "--continue", dest="continue_", action="store_true",
                      help="resume the most recent session of this project")
     run.add_argument("--sandbox-dir", type=Path, default=None, metavar="DIR",
                      help="project directory the tools are confined to (default: cwd)")
@@ -108,9 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="tool calls per session (default: 200)")
     limits.add_argument("--max-cost-usd", type=_positive_float, default=5.0, metavar="USD",
                         help="spend per session (default: 5.0)")
-    limits.add_argument("--price-in", type=float, default=0.0, metavar="USD",
+    limits.add_argument("--price-in", type=_price, default=0.0, metavar="USD",
                         help="price per 1k prompt tokens (default: 0)")
-    limits.add_argument("--price-out", type=float, default=0.0, metavar="USD",
+    limits.add_argument("--price-out", type=_price, default=0.0, metavar="USD",
                         help="price per 1k completion tokens (default: 0)")
     limits.add_argument("--max-context-tokens", type=_positive_int, default=24_000,
                         metavar="N", help="context budget in tokens (default: 24000)")
@@ -128,12 +168,15 @@ def build_parser() -> argparse.ArgumentParser:
     sessions = parser.add_argument_group("session commands (no model needed)")
     commands = sessions.add_mutually_exclusive_group()
     commands.add_argument("--list-sessions", action="store_true",
-                          help="list saved sessions, most recent first")
+                          help="this project's sessions, most recent first: id, when, "
+                          "messages, status, title and preview")
     commands.add_argument("--search", metavar="QUERY",
                           help="sessions containing every word of QUERY")
     commands.add_argument("--info", metavar="ID", help="show a session's details and usage")
     commands.add_argument("--rename", nargs=2, metavar=("ID", "TITLE"), help="set a title")
-    commands.add_argument("--fork", metavar="ID", help="copy a session; prints the new id")
+    commands.add_argument("--fork", metavar="ID",
+                          help="copy a session (with --at N: up to message N); prints the "
+                          "new id")
     commands.add_argument("--archive", metavar="ID", help="hide a session from listings")
     commands.add_argument("--unarchive", metavar="ID", help="bring an archived session back")
     commands.add_argument("--delete", metavar="ID", help="delete a session (needs --yes)")
@@ -145,15 +188,22 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_argument("--doctor", action="store_true",
                           help="check the session store: integrity, search index, every "
                           "session, lock files, older records")
+    sessions.add_argument("--all", dest="all_projects", action="store_true",
+                          help="with --list-sessions/--search: every project's "
+                          "sessions, with a project column")
+    sessions.add_argument("--at", type=_positive_int, metavar="N",
+                          help="with --fork: keep messages 1 to N (as --info and --export "
+                          "number them, or a search hit's #N)")
     sessions.add_argument("--include-archived", action="store_true",
                           help="with --list-sessions/--search: include archived sessions")
     sessions.add_argument("--json", action="store_true",
-                          help="with --list-sessions/--search/--info: print JSON")
+                          help="with --list-sessions/--search/--info: print JSON (every "
+                          "field)")
     sessions.add_argument("--yes", action="store_true", help="confirm --delete")
     sessions.add_argument("--repair", action="store_true",
                           help="with --doctor: rebuild the search index and copy damaged "
                           "sessions into new ones (originals are never edited)")
-    sessions.add_argument("--format", choices=["json", "markdown"], default="json",
+    sessions.add_argument("--format", choices=["json", "markdown"], default=None,
                           help="with --export (default: json)")
     return parser
 
@@ -185,22 +235,31 @@ def open_store(settings: Settings) -> Store:
     return store
 
 
-def run_session_command(args: argparse.Namespace, store: Store) -> int | None:
+def project_scope(args: argparse.Namespace, settings: Settings) -> str | None:
+    """The project a listing shows (None with ``--all``: every project)."""
+    return None if args.all_projects else str(settings.sandbox_dir)
+
+
+def run_session_command(
+    args: argparse.Namespace, store: Store, settings: Settings
+) -> int | None:
     """Run the session command in ``args``; None when there is none."""
     if args.list_sessions:
         return session_commands.list_sessions(
-            store, include_archived=args.include_archived, as_json=args.json
+            store, include_archived=args.include_archived, as_json=args.json,
+            project_root=project_scope(args, settings),
         )
     if args.search is not None:
         return session_commands.search_sessions(
-            store, args.search, include_archived=args.include_archived, as_json=args.json
+            store, args.search, include_archived=args.include_archived, as_json=args.json,
+            project_root=project_scope(args, settings),
         )
     if args.info:
         return session_commands.show_info(store, args.info, as_json=args.json)
     if args.rename:
         return session_commands.rename(store, *args.rename)
     if args.fork:
-        return session_commands.fork(store, args.fork)
+        return session_commands.fork(store, args.fork, args.at)
     if args.archive:
         return session_commands.set_archived(store, args.archive, True)
     if args.unarchive:
@@ -208,24 +267,55 @@ def run_session_command(args: argparse.Namespace, store: Store) -> int | None:
     if args.delete:
         return session_commands.delete(store, args.delete, yes=args.yes)
     if args.export:
-        return session_commands.export(store, args.export, fmt=args.format)
+        return session_commands.export(store, args.export, fmt=args.format or "json")
     if args.import_paths:
         return session_commands.import_(store, args.import_paths)
     return None
 
 
+_ID_ARGUMENTS = ("info", "fork", "archive", "unarchive", "delete", "export", "compact_id")
+
+
+def resolve_ids(args: argparse.Namespace, store: Store) -> None:
+    """Every session id in ``args`` made whole: any unique prefix names a session (an
+    unknown or ambiguous one is a usage error, before anything else happens)."""
+    for name in _ID_ARGUMENTS:
+        value = getattr(args, name)
+        if value:
+            setattr(args, name, store.resolve_id(value))
+    if args.rename:
+        args.rename = [store.resolve_id(args.rename[0]), args.rename[1]]
+    if args.resume:
+        args.resume = store.resolve_id(args.resume)
+
+
+_SESSION_COMMANDS = ("list_sessions", "search", "info", "rename", "fork", "archive",
+                     "unarchive", "delete", "export", "import_paths", "compact_id", "doctor")
+
+
 def _check_combinations(args: argparse.Namespace) -> None:
+    command = next((c for c in _SESSION_COMMANDS if getattr(args, c) not in (None, False)), None)
     if args.resume is not None and not args.resume.strip():
         raise UsageError("--resume needs a session id (see --list-sessions); to start a new "
                          "session, leave --resume out.")
     if args.resume and args.continue_:
-        raise UsageError("Use either --resume ID or --continue, not both.")
+        raise UsageError("Use either --resume or --continue, not both.")
     if args.compact_id and (args.resume or args.continue_ or args.prompt is not None):
         raise UsageError("--compact ID works on its own; it cannot be combined with a turn.")
     if args.yes and not args.delete:
         raise UsageError("--yes only confirms --delete.")
     if args.repair and not args.doctor:
         raise UsageError("--repair goes with --doctor.")
+    if args.json and command not in ("list_sessions", "search", "info"):
+        raise UsageError("--json goes with --list-sessions, --search or --info.")
+    if args.format is not None and command != "export":
+        raise UsageError("--format goes with --export.")
+    if args.include_archived and command not in ("list_sessions", "search"):
+        raise UsageError("--include-archived goes with --list-sessions or --search.")
+    if args.all_projects and command not in ("list_sessions", "search"):
+        raise UsageError("--all goes with --list-sessions or --search.")
+    if args.at is not None and command != "fork":
+        raise UsageError("--at N goes with --fork ID.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -238,7 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                            store_url=settings.store_url)
         store = open_store(settings)
         try:
-            status = run_session_command(args, store)
+            resolve_ids(args, store)
+            status = run_session_command(args, store, settings)
             if status is not None:
                 return status
             from repl.run import run_agent

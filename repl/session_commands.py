@@ -1,6 +1,9 @@
 """The session commands of the command line (no model needed): list, search, info, rename,
 fork, archive, unarchive, delete, export and import.
 
+Listings are this project's unless ``--all`` (see :mod:`repl.listing`); ids may be any
+unique prefix (the command line resolves them before calling these).
+
 Each function prints to stdout and returns the exit status; user mistakes raise
 :class:`actors.core.errors.UsageError`, which the CLI turns into one line on stderr and status 2.
 """
@@ -13,7 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from actors.core.budget import UsageTotals
 from actors.core.errors import StorageError, UsageError
+from actors.core.previews import one_line
 from actors.store import (
     SessionInfo,
     Store,
@@ -24,37 +29,35 @@ from actors.store import (
 )
 from actors.store._hostile import call_id_problems, only_open_at_crash
 from actors.store._hostile import unsendable as describe_unsendable
+from repl import listing
+from repl.exchanges import exchange_lines
 
-PREVIEW_CHARS = 120
-
-
-def one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def session_line(item: dict[str, Any], preview: str | None = None) -> str:
-    """``id | title | status | updated_at | summary`` as the design notes print it."""
-    shown = item.get("summary", "") if preview is None else preview
-    status = item["status"] + (" (archived)" if item.get("archived") else "")
-    return " | ".join(
-        [item["id"], item.get("title", ""), status, item["updated_at"], one_line(shown)]
-    )
+INFO_RECENT = 8  # messages ``--info`` ends with
 
 
 def list_sessions(
-    store: Store, *, include_archived: bool, as_json: bool, out: TextIO = sys.stdout
+    store: Store,
+    *,
+    include_archived: bool,
+    as_json: bool,
+    project_root: str | None = None,
+    out: TextIO = sys.stdout,
 ) -> int:
-    sessions = store.list_sessions(include_archived=include_archived)
+    """``--list-sessions``: this project's sessions (every project's when ``project_root``
+    is None, with a project column), most recent first; sessions nobody typed in are left
+    out."""
+    sessions = store.list_sessions(include_archived=include_archived, project_root=project_root,
+                                   include_empty=False)
     if as_json:
         json.dump(sessions, out, ensure_ascii=False, indent=2)
         out.write("\n")
     elif not sessions:
-        print("No saved sessions.", file=out)
+        where = " for this project (--all lists every project's)" if project_root else ""
+        print(f"No saved sessions{where}.", file=out)
     else:
-        for item in sessions:
-            print(session_line(item), file=out)
+        lines = listing.table(sessions, with_project=project_root is None,
+                              width=listing.terminal_width())
+        print("\n".join(lines), file=out)
     return 0
 
 
@@ -64,38 +67,62 @@ def search_sessions(
     *,
     include_archived: bool,
     as_json: bool,
+    project_root: str | None = None,
     out: TextIO = sys.stdout,
 ) -> int:
     if not query.strip():
         raise UsageError("--search needs some words to look for.")
-    results = store.search_sessions(query, include_archived=include_archived)
+    results = store.search_sessions(query, include_archived=include_archived,
+                                    project_root=project_root)
     if as_json:
         json.dump(results, out, ensure_ascii=False, indent=2)
         out.write("\n")
     elif not results:
-        print(f"No session matches {query!r}.", file=out)
+        where = " in this project (--all searches every project)" if project_root else ""
+        print(f"No session matches {query!r}{where}.", file=out)
     else:
-        for item in results:
-            print(session_line(item, item.get("snippet", "")), file=out)
+        lines = listing.table(results, with_project=project_root is None,
+                              width=listing.terminal_width())
+        print("\n".join(lines), file=out)
     return 0
 
 
-def describe(info: SessionInfo) -> list[str]:
-    """The lines of ``--info`` and ``\\info``: identity, counts, compactions and usage."""
-    state = info.state
+def usage_line(state: dict[str, Any]) -> str:
+    """This session's own usage, and what a fork inherited, on one line."""
+    usage = UsageTotals.from_state(state)
+    line = (
+        f"{usage.calls} model calls, {usage.total_tokens_in} tokens in, "
+        f"{usage.total_tokens_out} out, ${usage.total_cost_usd:.4f}; "
+        f"{state.get('tool_calls', 0)} tool calls"
+    )
+    if usage.inherited is not None:
+        inherited = usage.inherited
+        line += (f" (inherited from before the fork: {inherited.calls} model calls, "
+                 f"${inherited.cost_usd:.4f})")
+    return line
+
+
+def describe(
+    info: SessionInfo, recent: Sequence[tuple[int | None, dict[str, Any]]] = ()
+) -> list[str]:
+    """The lines of ``--info`` and ``\\info``: identity, lineage, counts, compactions, usage
+    and, when given, the last messages numbered as ``--fork ID --at N`` takes them."""
     lines = [
         f"Session:      {info.id}",
-        f"Title:        {info.title or '(none)'}",
+        f"Title:        {info.title or '(none)'}"
+        + (f"  ({info.title_source})" if info.title_source in ("provisional", "model") else ""),
         f"Status:       {info.status}" + ("  (archived)" if info.archived else ""),
         f"Created:      {info.created_at}",
-        f"Updated:      {info.updated_at}",
+        f"Updated:      {info.updated_at} ({listing.ago(info.updated_at)})",
         f"Project:      {info.project_root or '(unknown)'}",
     ]
     if info.parent_id:
-        lines.append(f"Forked from:  {info.parent_id}")
+        at = f" at message {info.fork_point}" if info.fork_point else " (a whole copy)"
+        lines.append(f"Forked from:  {info.parent_id}{at}")
     lines.append(
         f"Messages:     {info.context_messages} in context, "
-        f"{info.transcript_messages} in transcript"
+        f"{info.transcript_messages} in transcript (numbered 1 to {info.transcript_messages}), "
+        f"{info.user_messages} typed"
     )
     compactions = f"Compactions:  {len(info.compactions)}"
     if info.compactions:
@@ -104,14 +131,12 @@ def describe(info: SessionInfo) -> list[str]:
             f" (last: {last['before_tokens']} -> {last['after_tokens']} tokens, {last['at']})"
         )
     lines.append(compactions)
-    lines.append(
-        f"Usage:        {state.get('calls', 0)} model calls, "
-        f"{state.get('total_tokens_in', 0)} tokens in, {state.get('total_tokens_out', 0)} out, "
-        f"${float(state.get('total_cost_usd', 0.0)):.4f}; "
-        f"{state.get('tool_calls', 0)} tool calls"
-    )
+    lines.append(f"Usage:        {usage_line(info.state)}")
     if info.summary:
         lines.append(f"Summary:      {one_line(info.summary, 300)}")
+    if recent:
+        lines.append("Last messages:")
+        lines += exchange_lines(recent, numbers=True)
     return lines
 
 
@@ -123,7 +148,8 @@ def show_info(
         json.dump(info.__dict__, out, ensure_ascii=False, indent=2)
         out.write("\n")
     else:
-        print("\n".join(describe(info)), file=out)
+        recent = store.recent_messages(session_id, INFO_RECENT)
+        print("\n".join(describe(info, recent)), file=out)
     return 0
 
 
@@ -133,8 +159,17 @@ def rename(store: Store, session_id: str, title: str, out: TextIO = sys.stdout) 
     return 0
 
 
-def fork(store: Store, session_id: str, out: TextIO = sys.stdout) -> int:
-    print(store.fork(session_id), file=out)
+def fork(
+    store: Store, session_id: str, at: int | None = None, out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    """``--fork ID [--at N]``: the new id on stdout; where it was cut on stderr."""
+    new_id = store.fork(session_id, at)
+    print(new_id, file=out)
+    info = store.info(new_id)
+    if at is not None and info.fork_point != at:
+        print(f"harness: message {at} is a tool call; the fork keeps its results too, up to "
+              f"message {info.fork_point}.", file=err)
     return 0
 
 

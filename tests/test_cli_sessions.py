@@ -1,10 +1,12 @@
 """The session commands of the real ``harness`` command, in subprocesses, on both backends
-(``AGENT_HARNESS_STORE`` names this test's PostgreSQL schema, or "sqlite")."""
+(``AGENT_HARNESS_STORE`` names this test's PostgreSQL schema, or "sqlite"): project-scoped
+listings and ``--all``, previews, prefix ids, fork at N, info, export, flags and mistakes."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from functools import partial
 from pathlib import Path
@@ -12,27 +14,38 @@ from typing import Any
 
 import pytest
 
+from actors.core.compaction import summary_message
 from tests import clitools
 from tests.stores import Stores
 
 pytestmark = pytest.mark.slow  # every test here starts a Python process
 
-
-@pytest.fixture
-def harness(stores: Stores) -> Any:
-    """``tests.clitools.harness`` with this test's store."""
-    return partial(clitools.harness, env=stores.env)
+SYSTEM = {"role": "system", "content": "sys"}
 
 
 @pytest.fixture
-def two_sessions(stores: Stores, memory_dir: Path) -> tuple[str, str]:
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    return path.resolve()
+
+
+@pytest.fixture
+def harness(stores: Stores, project: Path) -> Any:
+    """``tests.clitools.harness`` with this test's store, run in the project directory."""
+    return partial(clitools.harness, env=stores.env, cwd=project)
+
+
+@pytest.fixture
+def two_sessions(stores: Stores, memory_dir: Path, project: Path) -> tuple[str, str]:
     store = stores.open(memory_dir)
     first = store.create_session(messages=[
-        {"role": "system", "content": "sys"},
-        {"role": "user", "content": "Investigate the cache bug"},
-    ])
+        SYSTEM, {"role": "user", "content": "Investigate the cache bug"},
+    ], project_root=str(project))
     store.update(first, summary="Investigated the cache bug.\nThe key omits the locale.")
-    second = store.create_session(messages=[{"role": "user", "content": "Write the parser"}])
+    second = store.create_session(
+        messages=[SYSTEM, {"role": "user", "content": "Write the parser"}],
+        project_root=str(project))
     store.close()
     return first, second
 
@@ -50,35 +63,123 @@ def refused(result, message: str) -> None:  # type: ignore[no-untyped-def]
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_list_sessions_lines_and_json(
-    harness: Any, stores: Stores, memory_dir: Path, two_sessions: tuple[str, str]
+def rows(out: str) -> list[list[str]]:
+    """The rows of a listing (the header left out), split on runs of two spaces."""
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["ID", "UPDATED", "MSGS", "STATUS"]
+    return [re.split(r"\s{2,}", line.strip()) for line in lines[1:]]
+
+
+def test_listing_is_this_projects_sessions_with_all_for_every_project(
+    harness: Any, stores: Stores, memory_dir: Path, project: Path, tmp_path: Path,
+    two_sessions: tuple[str, str],
 ) -> None:
     first, second = two_sessions
-    lines = ok(harness("--list-sessions", memory_dir=memory_dir)).splitlines()
-    assert [line.split(" | ")[0] for line in lines] == [first, second][::-1]
-    assert lines[1] == " | ".join(
-        [first, "", "saved", stores.open(memory_dir).info(first).updated_at,
-         "Investigated the cache bug. The key omits the locale."]
-    )
-    data = json.loads(ok(harness("--list-sessions", "--json", memory_dir=memory_dir)))
-    assert {d["id"] for d in data} == {first, second}
+    store = stores.open(memory_dir)
+    elsewhere = store.create_session(
+        messages=[SYSTEM, {"role": "user", "content": "Other project work"}],
+        project_root=str(tmp_path / "other"))
+    empty = store.create_session(messages=[SYSTEM], project_root=str(project))
+    listed = rows(ok(harness("--list-sessions", memory_dir=memory_dir)))
+    assert [r[0] for r in listed] == [second, first]
+    assert listed[0][1:4] == ["just now", "2", "saved"]
+    assert listed[0][4] == "Write the parser"  # the provisional title; the preview is the same
+    assert listed[1][4] == ("Investigate the cache bug · Investigated the cache bug. The key "
+                            "omits the locale.")  # the summary written since
+    everywhere = ok(harness("--list-sessions", "--all", memory_dir=memory_dir))
+    assert "PROJECT" in everywhere.splitlines()[0]
+    assert [r[0] for r in rows(everywhere)] == [elsewhere, second, first]
+    assert "/other  " in everywhere  # a long project path keeps its end
+    assert empty not in everywhere  # nobody typed anything in it
+    data = json.loads(ok(harness("--list-sessions", "--json", "--all", memory_dir=memory_dir)))
+    assert [d["id"] for d in data] == [elsewhere, second, first]
+    assert set(data[0]) >= {"id", "title", "title_source", "status", "created_at",
+                            "updated_at", "summary", "preview", "archived", "project_root",
+                            "parent_id", "fork_point", "messages", "user_messages"}
+    other = partial(clitools.harness, env=stores.env, cwd=tmp_path)  # a directory with none
+    assert "No saved sessions for this project" in ok(
+        other("--list-sessions", memory_dir=memory_dir))
 
 
-def test_search_info_rename(
+def test_previews_never_show_the_internal_wrappers(
+    harness: Any, stores: Stores, memory_dir: Path, project: Path
+) -> None:
+    store = stores.open(memory_dir)
+    messages = [SYSTEM, {"role": "user", "content": "Fix the flaky test"},
+                {"role": "assistant", "content": "Done."}]
+    sid = store.create_session(messages=messages, project_root=str(project))
+    store.replace_context(sid, [SYSTEM, summary_message("they fixed a test"), messages[2]],
+                          compaction={"before_tokens": 9, "after_tokens": 5,
+                                      "summary": "they fixed a test"})
+    store.ensure_summary(sid)
+    fork = store.fork(sid)
+    for args in (("--list-sessions",), ("--info", sid), ("--info", fork),
+                 ("--search", "flaky")):
+        out = ok(harness(*args, memory_dir=memory_dir))
+        assert "session_context_data" not in out and "untrusted data" not in out, args
+    listed = rows(ok(harness("--list-sessions", memory_dir=memory_dir)))
+    assert {r[0] for r in listed} == {sid, fork}
+    assert all(r[4] == "Fix the flaky test" for r in listed)  # a fork's preview too
+
+
+def test_search_info_rename_with_prefixes(
     harness: Any, memory_dir: Path, two_sessions: tuple[str, str]
 ) -> None:
     first, _ = two_sessions
     out = ok(harness("--search", "CACHE locale", memory_dir=memory_dir))
-    assert out.startswith(first + " | ")
+    assert rows(out)[0][0] == first
     assert "No session matches" in ok(harness("--search", "nothing here", memory_dir=memory_dir))
-    ok(harness("--rename", first, "Cache investigation", memory_dir=memory_dir))
-    info = ok(harness("--info", first, memory_dir=memory_dir))
+    ok(harness("--rename", first[:6], "Cache investigation", memory_dir=memory_dir))
+    info = ok(harness("--info", first[:5], memory_dir=memory_dir))
     assert f"Session:      {first}" in info
-    assert "Title:        Cache investigation" in info
-    assert "Messages:     2 in context, 2 in transcript" in info
+    assert "Title:        Cache investigation\n" in info
+    assert "Messages:     2 in context, 2 in transcript (numbered 1 to 2), 1 typed" in info
     assert "Compactions:  0" in info
+    assert "   2 You: Investigate the cache bug" in info  # numbered as --fork --at takes them
     assert json.loads(ok(harness("--info", first, "--json", memory_dir=memory_dir)))["title"] \
         == "Cache investigation"
+
+
+def test_ambiguous_and_unknown_prefixes_exit_2(
+    harness: Any, stores: Stores, memory_dir: Path, project: Path
+) -> None:
+    store = stores.open(memory_dir)
+    a = store.create_session("k3m9x2p7qa", [SYSTEM, {"role": "user", "content": "a"}],
+                             title="Alpha", project_root=str(project))
+    b = store.create_session("k3m4zzzzzz", [SYSTEM, {"role": "user", "content": "b"}],
+                             project_root=str(project))
+    result = harness("--info", "k3m", memory_dir=memory_dir)
+    refused(result, "'k3m' matches 2 sessions")
+    assert f"{a} (Alpha)" in result.stderr and b in result.stderr
+    refused(harness("--fork", "zz", memory_dir=memory_dir), "No saved session with id 'zz'")
+    assert f"Session:      {b}" in ok(harness("--info", "k3m4", memory_dir=memory_dir))
+
+
+def test_fork_at_a_message_with_lineage_and_its_own_cost(
+    harness: Any, stores: Stores, memory_dir: Path, project: Path
+) -> None:
+    store = stores.open(memory_dir)
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file",
+                                                         "arguments": "{\"path\": \"a\"}"}}
+    messages = [SYSTEM, {"role": "user", "content": "read a"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "contents of a"},
+                {"role": "assistant", "content": "a says hello"},
+                {"role": "user", "content": "and now?"}, {"role": "assistant", "content": "ok"}]
+    sid = store.create_session(messages=messages, project_root=str(project))
+    store.update(sid, state={"total_cost_usd": 0.5, "calls": 3})
+    result = harness("--fork", sid[:4], "--at", "3", memory_dir=memory_dir)
+    fork = ok(result).strip()
+    assert "keeps its results too, up to message 4" in result.stderr
+    info = ok(harness("--info", fork, memory_dir=memory_dir))
+    assert f"Forked from:  {sid} at message 4" in info
+    assert "0 model calls" in info and "$0.0000" in info
+    assert "inherited from before the fork: 3 model calls, $0.5000" in info
+    assert stores.open(memory_dir).load_context(fork) == messages[:4]
+    markdown = ok(harness("--export", fork, "--format", "markdown", memory_dir=memory_dir))
+    assert "**[3] assistant**" in markdown and "**[4] tool result**" in markdown
+    assert f"- forked from: `{sid}` at message 4" in markdown
+    refused(harness("--fork", sid, "--at", "99", memory_dir=memory_dir), "messages 1 to 7")
 
 
 def test_fork_archive_unarchive_delete(
@@ -91,7 +192,8 @@ def test_fork_archive_unarchive_delete(
     ok(harness("--archive", first, memory_dir=memory_dir))
     listed = ok(harness("--list-sessions", memory_dir=memory_dir))
     assert first not in listed
-    assert first in ok(harness("--list-sessions", "--include-archived", memory_dir=memory_dir))
+    assert "saved, archived" in ok(harness("--list-sessions", "--include-archived",
+                                           memory_dir=memory_dir))
     ok(harness("--unarchive", first, memory_dir=memory_dir))
     refused(harness("--delete", fork, memory_dir=memory_dir), "add --yes")
     ok(harness("--delete", fork, "--yes", memory_dir=memory_dir))
@@ -106,7 +208,7 @@ def test_export_json_and_markdown_then_import(
     record = json.loads(exported)
     assert record["format_version"] == 1 and record["id"] == first
     markdown = ok(harness("--export", first, "--format", "markdown", memory_dir=memory_dir))
-    assert "**user**: Investigate the cache bug" in markdown
+    assert "**[2] user**: Investigate the cache bug" in markdown
     path = tmp_path / "session.json"
     path.write_text(exported)
     other = tmp_path / "other-memory"  # SQLite there: from PostgreSQL, a move between backends
@@ -129,14 +231,42 @@ def test_export_json_and_markdown_then_import(
         (("--fork", "missing"), "No saved session"),
         (("--list-sessions", "--search", "x"), "not allowed with argument"),
         (("--max-turns", "0"), "must be positive"),
+        (("--llm-timeout", "soon"), "argument --llm-timeout: expected a positive number, got "
+                                    "'soon'"),
+        (("--max-turns", "x"), "expected a positive whole number, got 'x'"),
+        (("--compact-threshold", "nan"), "expected a fraction such as 0.8"),
         (("--yes",), "--yes only confirms --delete"),
         (("--search", "  "), "needs some words"),
+        (("--json",), "--json goes with --list-sessions, --search or --info"),
+        (("--format", "markdown"), "--format goes with --export"),
+        (("--include-archived",), "--include-archived goes with --list-sessions or --search"),
+        (("--all",), "--all goes with --list-sessions"),
+        (("--at", "3"), "--at N goes with --fork ID"),
+        (("-r", "abc", "-c"), "Use either --resume or --continue"),
     ],
 )
 def test_user_mistakes_exit_2_with_one_line(
     harness: Any, memory_dir: Path, args: tuple[str, ...], message: str
 ) -> None:
-    refused(harness(*args, memory_dir=memory_dir), message)
+    result = harness(*args, memory_dir=memory_dir)
+    refused(result, message)
+    assert "_positive" not in result.stderr and "_fraction" not in result.stderr
+
+
+def test_version_and_help(harness: Any, memory_dir: Path) -> None:
+    version = ok(harness("--version", memory_dir=memory_dir))
+    assert re.fullmatch(r"harness \d+\.\d+\.\d+\n", version)
+    text = ok(harness("--help", memory_dir=memory_dir))
+    assert "exit status" in text and "-r ID, --resume ID" in text and "-c, --continue" in text
+
+
+def test_resume_of_an_unknown_session_without_a_terminal(
+    harness: Any, memory_dir: Path
+) -> None:
+    refused(harness("--resume", "BADID", memory_dir=memory_dir, input=""),
+            "No saved session with id 'BADID'")
+    refused(harness("--resume", "BADID", "-p", "hi", memory_dir=memory_dir),
+            "No saved session with id 'BADID'")
 
 
 def test_locked_session_is_refused(

@@ -108,14 +108,14 @@ def test_hostile_records_in_the_older_layout_never_stop_a_command(
     sessions.mkdir(parents=True)
     for file in hostile_dir.iterdir():
         (sessions / file.name).write_bytes(file.read_bytes())
-    listed = harness("--list-sessions", memory_dir=memory_dir)
+    listed = harness("--list-sessions", "--all", memory_dir=memory_dir)  # no project recorded
     assert listed.returncode == 0 and "Traceback" not in listed.stderr
     assert GOOD_ID in listed.stdout
     warnings = listed.stderr.strip().splitlines()
     assert len(warnings) == len(HOSTILE)  # one line each ...
     assert all(HOSTILE[name][1] in "".join(w for w in warnings if f"/{name}.json:" in w)
                for name in HOSTILE)
-    again = harness("--list-sessions", memory_dir=memory_dir)
+    again = harness("--list-sessions", "--all", memory_dir=memory_dir)
     assert again.returncode == 0 and again.stderr == ""  # ... once, until the file changes
     doctor = harness("--doctor", memory_dir=memory_dir)
     assert doctor.returncode == 0 and "Traceback" not in doctor.stderr

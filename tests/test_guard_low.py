@@ -33,7 +33,8 @@ def test_an_empty_resume_is_a_mistake_not_a_new_session(
     assert "--resume needs a session id" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert requests == 0
-    assert harness("--list-sessions", memory_dir=memory_dir).stdout == "No saved sessions.\n"
+    assert harness("--list-sessions", "--all", memory_dir=memory_dir).stdout == \
+        "No saved sessions.\n"
 
 
 @pytest.mark.parametrize("args", [

@@ -141,7 +141,8 @@ def test_completion_of_commands_and_session_ids(
     memory_dir: Path, project: Path, terminals: list[Terminal]
 ) -> None:
     store = SessionStore(memory_dir)
-    other = store.create_session(project_root=str(project))
+    other = store.create_session(messages=[{"role": "user", "content": "rewrite the parser"}],
+                                 project_root=str(project))
     store.update(other, title="Parser rewrite")
     with ScriptedServer([]) as server:
         term = start(terminals, memory_dir, project, "--base-url", server.base_url)
@@ -267,12 +268,12 @@ def test_help_sessions_todos_pin(
         term.expect("Every \\\\command also works as /command")
         term.say("/todos")
         term.expect("No to-dos.")
-        term.say("\\sessions")
-        term.expect(re.escape(f"* {term.session_id} | "))
         term.say("\\todos")
         term.expect("No to-dos.")
         term.say("\\pin Always run the linter before committing.")
         term.expect("Pinned: kept verbatim across compactions.")
+        term.say("\\sessions")  # listed once something was typed (the pin)
+        term.expect(re.escape(f"* {term.session_id}  just now"))
         term.expect(PROMPT)
         assert term.exit() == 0
         assert server.requests == []

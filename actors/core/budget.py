@@ -89,12 +89,17 @@ class Usage:
 
 @dataclass
 class UsageTotals:
-    """Cumulative usage of a session, saved in its state and restored on resume."""
+    """Cumulative usage of a session, saved in its state and restored on resume.
+
+    A fork starts its own counter (the limits apply to it) and keeps what its ancestors had
+    spent when it was made apart, in ``inherited`` (:meth:`forked`).
+    """
 
     total_tokens_in: int = 0
     total_tokens_out: int = 0
     total_cost_usd: float = 0.0
     calls: int = 0
+    inherited: InheritedUsage | None = None
 
     def add(self, usage: Usage, price_in: float, price_out: float) -> None:
         self.total_tokens_in += usage.prompt_tokens
@@ -104,19 +109,71 @@ class UsageTotals:
         )
         self.calls += 1
 
+    def minus(self, earlier: UsageTotals) -> UsageTotals:
+        """What was used since ``earlier`` (a copy taken before), without the inherited part."""
+        return UsageTotals(
+            self.total_tokens_in - earlier.total_tokens_in,
+            self.total_tokens_out - earlier.total_tokens_out,
+            self.total_cost_usd - earlier.total_cost_usd,
+            self.calls - earlier.calls,
+        )
+
+    def forked(self) -> UsageTotals:
+        """The usage of a fork made now: a counter at zero, and this session's own and
+        inherited usage as the fork's inherited usage."""
+        before = self.inherited or InheritedUsage()
+        return UsageTotals(inherited=InheritedUsage(
+            before.tokens_in + self.total_tokens_in,
+            before.tokens_out + self.total_tokens_out,
+            before.cost_usd + self.total_cost_usd,
+            before.calls + self.calls,
+        ))
+
     def to_state(self) -> dict[str, Any]:
-        return {
+        state: dict[str, Any] = {
             "total_tokens_in": self.total_tokens_in,
             "total_tokens_out": self.total_tokens_out,
             "total_cost_usd": round(self.total_cost_usd, 8),
             "calls": self.calls,
         }
+        if self.inherited is not None:
+            state["inherited_usage"] = self.inherited.to_state()
+        return state
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> UsageTotals:
+        inherited = state.get("inherited_usage")
         return cls(
             total_tokens_in=int(state.get("total_tokens_in", 0)),
             total_tokens_out=int(state.get("total_tokens_out", 0)),
             total_cost_usd=float(state.get("total_cost_usd", 0.0)),
             calls=int(state.get("calls", 0)),
+            inherited=InheritedUsage.from_state(inherited) if isinstance(inherited, dict)
+            else None,
         )
+
+
+@dataclass(frozen=True)
+class InheritedUsage:
+    """What a fork's ancestors had spent when it was made (shown apart, never limited)."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    calls: int = 0
+
+    def to_state(self) -> dict[str, Any]:
+        return {"tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
+                "cost_usd": round(self.cost_usd, 8), "calls": self.calls}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> InheritedUsage:
+        return cls(int(state.get("tokens_in", 0)), int(state.get("tokens_out", 0)),
+                   float(state.get("cost_usd", 0.0)), int(state.get("calls", 0)))
+
+
+def forked_state(state: dict[str, Any]) -> dict[str, Any]:
+    """A fork's state from its parent's: planning and pins kept, the usage counter and the
+    tool-call count started again, the parent's usage kept as inherited."""
+    usage = UsageTotals.from_state(state).forked()
+    return {**state, **usage.to_state(), "tool_calls": 0}

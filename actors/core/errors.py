@@ -15,6 +15,7 @@ replies, never as text.
      ├── UsageError                    the user asked for something impossible (exit 2)
      │    ├── InvalidSessionId         id not matching [A-Za-z0-9_-]+
      │    ├── SessionNotFound
+     │    ├── AmbiguousSessionId       a prefix that more than one session id starts with
      │    ├── SessionArchived          unarchive before resuming
      │    ├── ProjectMismatch          session belongs to another --sandbox-dir
      │    ├── SessionLocked            another process holds the lease
@@ -69,6 +70,22 @@ class SessionNotFound(UsageError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"No saved session with id '{session_id}'.")
         self.session_id = session_id
+
+
+class AmbiguousSessionId(UsageError):
+    """A prefix several session ids start with; the message names them (and their titles)."""
+
+    SHOWN = 8
+
+    def __init__(self, prefix: str, candidates: list[tuple[str, str]]) -> None:
+        named = [f"{sid} ({title})" if title else sid for sid, title in candidates[: self.SHOWN]]
+        more = len(candidates) - len(named)
+        listed = ", ".join(named) + (f" and {more} more" if more > 0 else "")
+        super().__init__(
+            f"'{prefix}' matches {len(candidates)} sessions: {listed}; type more of the id."
+        )
+        self.prefix = prefix
+        self.candidates = [sid for sid, _ in candidates]
 
 
 class SessionArchived(UsageError):

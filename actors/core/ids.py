@@ -1,21 +1,27 @@
-"""Session ids: new ones are 10 random letters and digits; any id is checked before use."""
+"""Session ids: new ones are 10 characters that cannot be misread; any id is checked before use.
+
+New ids use lowercase letters and digits without the look-alikes ``0 o 1 l i`` (31
+characters: about 8 × 10^14 ids), so an id read off a screen or typed from memory is the id
+meant, and any unique prefix of it names it (``Store.resolve_id``). Older ids (mixed case,
+``O`` and ``0``) stay valid: :func:`check_session_id` accepts any ``[A-Za-z0-9_-]+``.
+"""
 
 from __future__ import annotations
 
 import re
 import secrets
-import string
 
 from actors.core.errors import InvalidSessionId
 
-_ALPHABET = string.ascii_letters + string.digits
+ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz"
+ID_LENGTH = 10
 _VALID = re.compile(r"[A-Za-z0-9_-]+")
 MAX_ID_LENGTH = 128
 
 
 def new_session_id() -> str:
-    """A fresh id: 10 characters of [A-Za-z0-9] from the system's secure random source."""
-    return "".join(secrets.choice(_ALPHABET) for _ in range(10))
+    """A fresh id: 10 characters of :data:`ALPHABET` from the system's secure random source."""
+    return "".join(secrets.choice(ALPHABET) for _ in range(ID_LENGTH))
 
 
 def check_session_id(session_id: object) -> str:

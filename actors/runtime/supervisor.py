@@ -107,10 +107,10 @@ class TurnResult:
 
 
 def latest_session_of(store: Store, project_root: str) -> str:
-    """The id of the most recently updated, unarchived session of this project (--continue)."""
-    for item in store.list_sessions():
-        if item["project_root"] == project_root:
-            return str(item["id"])
+    """The id of the most recently updated, unarchived session of this project that the user
+    typed something in (--continue)."""
+    for item in store.list_sessions(project_root=project_root, include_empty=False, limit=1):
+        return str(item["id"])
     raise UsageError(f"No saved session for this project ({project_root}) to continue.")
 
 

@@ -27,9 +27,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from actors.store._branches import UserMessage
 from actors.store._factory import open_store
 from actors.store._portability import export_session, import_paths
-from actors.store._records import FORMAT_VERSION, ImportResult, SessionInfo, timestamp, to_markdown
+from actors.store._records import (
+    FORMAT_VERSION,
+    ImportResult,
+    Rewound,
+    SessionInfo,
+    timestamp,
+    to_markdown,
+)
 from actors.store._store import Store
 from actors.store.sqlite import SqliteStore
 
@@ -42,10 +50,12 @@ __all__ = [
     "FORMAT_VERSION",
     "ImportResult",
     "PostgresStore",
+    "Rewound",
     "SessionInfo",
     "SessionStore",
     "SqliteStore",
     "Store",
+    "UserMessage",
     "export_session",
     "import_paths",
     "open_store",

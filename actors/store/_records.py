@@ -31,6 +31,8 @@ RECORD_FIELDS = (
     "status",
     "project_root",
     "parent_id",
+    "fork_point",
+    "title_source",
     "state",
     "messages",
     "transcript",
@@ -65,6 +67,19 @@ class SessionInfo:
     context_messages: int
     transcript_messages: int
     compactions: list[dict[str, Any]] = field(default_factory=list)
+    fork_point: int | None = None  # the parent's message number the fork was cut after
+    title_source: str = ""  # "", "provisional", "model" or "user" (actors.core.titles)
+    preview: str = ""  # the latest thing the user typed, on one line
+    user_messages: int = 0  # messages the user typed
+
+
+@dataclass(frozen=True)
+class Rewound:
+    """What a rewind did: the context now, the fork keeping what came after, and where."""
+
+    messages: list[Any]
+    fork_id: str
+    before: int  # the user message the context now ends before
 
 
 def timestamp() -> str:
@@ -94,6 +109,8 @@ def normalise_record(raw: Any, source: str) -> dict[str, Any]:
     record.setdefault("status", "saved")
     record.setdefault("project_root", "")
     record.setdefault("parent_id", None)
+    record.setdefault("fork_point", None)
+    record.setdefault("title_source", "user" if record.get("title") else "")
     record.setdefault("state", {})
     record.setdefault("compactions", [])
     check_messages(record["transcript"], "transcript", source)
@@ -104,6 +121,11 @@ def normalise_record(raw: Any, source: str) -> dict[str, Any]:
     check_compactions(record["compactions"], source)
     if record["status"] not in STATUSES:
         record["status"] = "saved"
+    if record["title_source"] not in ("", "provisional", "model", "user"):
+        record["title_source"] = "user" if record["title"] else ""
+    if not isinstance(record["fork_point"], int) or isinstance(record["fork_point"], bool) \
+            or record["fork_point"] < 1:
+        record["fork_point"] = None
     if record["parent_id"] is not None:
         try:
             check_session_id(record["parent_id"])
@@ -135,12 +157,13 @@ def to_markdown(record: dict[str, Any]) -> str:
     if record.get("project_root"):
         lines.append(f"- project: `{record['project_root']}`")
     if record.get("parent_id"):
-        lines.append(f"- forked from: `{record['parent_id']}`")
+        at = f" at message {record['fork_point']}" if record.get("fork_point") else ""
+        lines.append(f"- forked from: `{record['parent_id']}`{at}")
     if record.get("summary"):
         lines += ["", "## Summary", "", record["summary"]]
     lines += ["", "## Transcript", ""]
-    for message in record["transcript"]:
-        lines.append(_markdown_message(message))
+    for number, message in enumerate(record["transcript"], 1):
+        lines.append(_markdown_message(number, message))
     for i, compaction in enumerate(record.get("compactions", []), 1):
         lines += [
             "",
@@ -152,9 +175,11 @@ def to_markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _markdown_message(message: Message) -> str:
+def _markdown_message(number: int, message: Message) -> str:
+    """One transcript message, headed by its number (what ``--fork ID --at N`` takes)."""
     role = message.get("role", "unknown")
     if role == "tool":
         body = str(message.get("content") or "")
-        return f"**tool result** (`{message.get('tool_call_id', '')}`):\n\n```\n{body}\n```\n"
-    return f"**{role}**: {text_of(message) or '[no content]'}\n"
+        return (f"**[{number}] tool result** (`{message.get('tool_call_id', '')}`):\n\n"
+                f"```\n{body}\n```\n")
+    return f"**[{number}] {role}**: {text_of(message) or '[no content]'}\n"

@@ -25,12 +25,15 @@ from actors.store._text import indexed_text
 
 _SESSION_COLUMNS = (
     "rid, id, created_at, updated_at, title, summary, archived, status, project_root, "
-    "parent_id, state, context_version, context_len, transcript_len"
+    "parent_id, state, context_version, context_len, transcript_len, title_source, preview, "
+    "user_messages, fork_point, branch_seq"
 )
+#: The columns of a listing entry, and the keys it has (``transcript_len`` as ``messages``).
 LISTED_COLUMNS = (
     "id", "title", "status", "created_at", "updated_at", "summary", "archived", "project_root",
-    "parent_id",
+    "parent_id", "title_source", "preview", "transcript_len", "user_messages", "fork_point",
 )
+LISTED_KEYS = tuple("messages" if c == "transcript_len" else c for c in LISTED_COLUMNS)
 LISTED = ", ".join(LISTED_COLUMNS)
 _COMPACTION_COLUMNS = ("at", "before_tokens", "after_tokens", "summary")
 
@@ -53,6 +56,11 @@ class SessionRow:
     context_version: int
     context_len: int
     transcript_len: int
+    title_source: str  # see actors.core.titles
+    preview: str  # the latest thing the user typed (or the summary written since), one line
+    user_messages: int  # messages the user typed (a session without any is not listed)
+    fork_point: int | None  # the parent's message number this fork was cut after
+    branch_seq: int | None  # after a rewind: the transcript seq the next message follows
 
 
 def session_row(conn: Conn, session_id: str) -> SessionRow:
@@ -71,7 +79,7 @@ def exists(conn: Conn, session_id: str) -> bool:
 
 def listed(row: Sequence[Any]) -> dict[str, Any]:
     """A listing entry from the :data:`LISTED` columns of a row."""
-    item = dict(zip(LISTED_COLUMNS, row, strict=True))
+    item = dict(zip(LISTED_KEYS, row, strict=True))
     item["archived"] = bool(item["archived"])
     return item
 
@@ -129,15 +137,18 @@ def insert_messages(
     texts: Sequence[str],
     *,
     planned_calls: bool,
+    follows: int | None = None,
 ) -> list[int]:
     """Append messages to the transcript at ``first_seq`` (and to the context at
     ``first_pos`` unless None), index them and update the write-ahead records. Their
-    transcript row ids (mids), in order."""
+    transcript row ids (mids), in order. ``follows``: the seq the first of them follows when
+    it is not the one before it (the first message after a rewind)."""
     if not plain:
         return []
     conn.executemany(
-        "INSERT INTO transcript (session_rid, seq, body) VALUES (?, ?, ?)",
-        [(rid, first_seq + i, text) for i, text in enumerate(texts)],
+        "INSERT INTO transcript (session_rid, seq, body, parent_seq) VALUES (?, ?, ?, ?)",
+        [(rid, first_seq + i, text, follows if i == 0 else None)
+         for i, text in enumerate(texts)],
     )
     mids = [
         mid

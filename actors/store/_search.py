@@ -60,9 +60,17 @@ def snippet(text: str, terms: Sequence[str]) -> str:
 
 
 def search(
-    conn: Conn, index: SearchIndex, query: str, *, include_archived: bool, limit: int
+    conn: Conn,
+    index: SearchIndex,
+    query: str,
+    *,
+    include_archived: bool,
+    limit: int,
+    project_root: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The best ``limit`` sessions matching ``query`` (listing entries with a ``snippet``).
+    """The best ``limit`` sessions matching ``query`` (listing entries with a ``snippet``,
+    and ``message``: the number of the message it was cut from, None for the title or
+    summary), only those of ``project_root`` when given.
 
     The words are looked up most selective first, and a session missing one word is dropped
     before the next is counted. Session rows are read only for the results returned.
@@ -84,10 +92,12 @@ def search(
     among, params = index.rid_among(list(scores))
     recency = {
         rid: updated
-        for rid, updated, archived in conn.execute(
-            f"SELECT rid, updated_at, archived FROM sessions WHERE rid {among}", params
+        for rid, updated, archived, project in conn.execute(
+            f"SELECT rid, updated_at, archived, project_root FROM sessions WHERE rid {among}",
+            params,
         ).fetchall()
-        if include_archived or not archived
+        if (include_archived or not archived)
+        and (project_root is None or project == project_root)
     }
     ranked = sorted(recency, key=recency.__getitem__, reverse=True)
     ranked = sorted(ranked, key=scores.__getitem__, reverse=True)[:limit]
@@ -104,10 +114,16 @@ def search(
         kind: index.texts(conn, kind, [shown[rid][2] for rid in ranked if shown[rid][1] == kind])
         for kind in ("message", "session")
     }
+    hit_mids = [shown[rid][2] for rid in ranked if shown[rid][1] == "message"]
+    numbers = dict(conn.execute(
+        f"SELECT mid, seq + 1 FROM transcript WHERE mid IN ({','.join('?' * len(hit_mids))})",
+        hit_mids,
+    ).fetchall()) if hit_mids else {}
     results = []
     for rid in ranked:
         item = items[rid]
         _, kind, key = shown[rid]
         item["snippet"] = snippet(texts[kind].get(key, ""), terms)
+        item["message"] = numbers.get(key) if kind == "message" else None
         results.append(item)
     return results

@@ -28,21 +28,27 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from actors.core.budget import forked_state
 from actors.core.errors import (
+    AmbiguousSessionId,
     ContextConflict,
     CorruptSession,
+    SessionLocked,
     SessionNotFound,
     StorageError,
     UsageError,
 )
 from actors.core.ids import check_session_id, new_session_id
-from actors.core.messages import Message, encode, repair, text_of, to_plain
-from actors.store import _portability, _rows, _search, _survivors, _write_ahead
+from actors.core.messages import Message, call_ids_of, encode, repair, text_of, to_plain
+from actors.core.previews import latest_user_text, one_line, own_user_text
+from actors.core.titles import SOURCES, provisional_title
+from actors.store import _branches, _portability, _rows, _search, _survivors, _write_ahead
 from actors.store._extend import ContextCache, Extension, SavedContext, extension
 from actors.store._parts import Backend, Conn
 from actors.store._records import (
     RECORD_FIELDS,
     STATUSES,
+    Rewound,
     SessionInfo,
     normalise_record,
     timestamp,
@@ -179,10 +185,23 @@ class Store:
         added = len(delta.new_texts)
         _rows.insert_messages(
             conn, self.index, row.rid, row.transcript_len, n, delta.new_plain, delta.new_texts,
-            planned_calls=planned_calls,
+            planned_calls=planned_calls, follows=row.branch_seq,
         )
         sets = ["context_len = ?", "transcript_len = ?", "updated_at = ?"]
         args: list[Any] = [n + added, row.transcript_len + added, timestamp()]
+        if added and row.branch_seq is not None:
+            sets.append("branch_seq = NULL")
+        typed = [t for m in delta.new_plain if (t := own_user_text(m)) is not None and t.strip()]
+        if typed:
+            sets += ["user_messages = ?", "preview = ?"]
+            args += [row.user_messages + len(typed), one_line(typed[-1])]
+            if not row.title_source:
+                title = provisional_title(typed[0])
+                sets += ["title = ?", "title_source = 'provisional'"]
+                args.append(title)
+                self.index.set_session_text(conn, row.rid, session_text(
+                    title, row.summary, [c["summary"] for c in _rows.compactions(conn, row.rid)]
+                ))
         if state is not None:
             state_text = _rows.dump_state(state)
             if state_text != row.state:
@@ -215,8 +234,9 @@ class Store:
             now = timestamp()
             conn.execute(
                 "INSERT INTO sessions (id, created_at, updated_at, title, status, project_root,"
-                " parent_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (session_id, now, now, title, status, project_root, parent_id),
+                " parent_id, title_source) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (session_id, now, now, title, status, project_root, parent_id,
+                 "user" if title else ""),
             )
             self._contexts.forget(session_id)
             row = _rows.session_row(conn, session_id)
@@ -393,6 +413,8 @@ class Store:
             context_messages=row.context_len,
             transcript_messages=row.transcript_len,
             compactions=compactions,
+            preview=row.preview,
+            user_messages=row.user_messages,
         )
 
     def exists(self, session_id: str) -> bool:
@@ -415,20 +437,104 @@ class Store:
             "status": row.status,
             "project_root": row.project_root,
             "parent_id": row.parent_id,
+            "fork_point": row.fork_point,
+            "title_source": row.title_source,
             "state": state,
         }
 
-    def list_sessions(self, include_archived: bool = False) -> list[dict[str, Any]]:
-        """Sessions, most recently updated first (archived ones only when asked)."""
-        where = "" if include_archived else "WHERE archived = 0"
+    def list_sessions(
+        self,
+        include_archived: bool = False,
+        *,
+        project_root: str | None = None,
+        include_empty: bool = True,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Sessions, most recently updated first: archived ones only when asked, those of
+        ``project_root`` only when given, and without the sessions nobody typed anything in
+        unless ``include_empty``. Each entry has the row's metadata, ``preview`` and
+        ``messages`` (the transcript's length); one indexed query, no message is read."""
+        where = []
+        args: list[Any] = []
+        if not include_archived:
+            where.append("archived = 0")
+        if project_root is not None:
+            where.append("project_root = ?")
+            args.append(project_root)
+        if not include_empty:
+            where.append("user_messages > 0")
+        sql = f"SELECT {_rows.LISTED} FROM sessions"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY updated_at DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
         with self.db.read() as conn:
-            rows = conn.execute(
-                f"SELECT {_rows.LISTED} FROM sessions {where} ORDER BY updated_at DESC"
-            ).fetchall()
+            rows = conn.execute(sql, args).fetchall()
         return [_rows.listed(r) for r in rows]
 
+    def resolve_id(self, prefix: str) -> str:
+        """The id of the one session whose id starts with ``prefix`` (an exact id always
+        wins; case is ignored when nothing matches as typed). :class:`SessionNotFound` when
+        none does, :class:`AmbiguousSessionId` naming them when several do."""
+        check_session_id(prefix)
+        with self.db.read() as conn:
+            if _rows.exists(conn, prefix):
+                return prefix
+            found = conn.execute(
+                "SELECT id, title FROM sessions WHERE substr(id, 1, ?) = ?"
+                " ORDER BY updated_at DESC",
+                (len(prefix), prefix),
+            ).fetchall()
+            if not found:
+                found = conn.execute(
+                    "SELECT id, title FROM sessions WHERE lower(substr(id, 1, ?)) = ?"
+                    " ORDER BY updated_at DESC",
+                    (len(prefix), prefix.lower()),
+                ).fetchall()
+        if not found:
+            raise SessionNotFound(prefix)
+        if len(found) > 1:
+            raise AmbiguousSessionId(prefix, [(str(i), str(t)) for i, t in found])
+        return str(found[0][0])
+
+    def recent_messages(self, session_id: str, count: int) -> list[tuple[int | None, Message]]:
+        """The last ``count`` messages of the working context with their message numbers
+        (None for one the context alone holds, a compaction's summary): a preview, a
+        resume's replay. Reads only those rows."""
+        check_session_id(session_id)
+        loads = _rows.json_loader(session_id, self.db.damage_hint)
+        with self.db.read(session_id) as conn:
+            rid = _rows.session_row(conn, session_id).rid
+            rows = conn.execute(
+                "SELECT c.pos, t.seq, coalesce(c.body, t.body) FROM context c "
+                "LEFT JOIN transcript t ON t.mid = c.mid WHERE c.session_rid = ? "
+                "ORDER BY c.pos DESC LIMIT ?",
+                (rid, count),
+            ).fetchall()
+        return [
+            (None if seq is None else int(seq) + 1, loads(body, f"context {pos}"))
+            for pos, seq, body in reversed(rows)
+        ]
+
+    def user_messages(self, session_id: str) -> list[_branches.UserMessage]:
+        """What the user typed on the current branch (the messages a rewind can go back to
+        before), with their message numbers, oldest first."""
+        check_session_id(session_id)
+        with self.db.read(session_id) as conn:
+            rid = _rows.session_row(conn, session_id).rid
+            end = _branches.context_end(conn, rid)
+            if end is None:
+                return []
+            return _branches.user_messages(conn, rid, _branches.branch(conn, rid, end))
+
     def search_sessions(
-        self, query: str, *, include_archived: bool = False, limit: int = 50
+        self,
+        query: str,
+        *,
+        include_archived: bool = False,
+        limit: int = 50,
+        project_root: str | None = None,
     ) -> list[dict[str, Any]]:
         """Sessions containing every word of ``query`` (case-insensitive substrings), best first.
 
@@ -436,11 +542,13 @@ class Store:
         that compaction removed from the context is still found). A session ranks higher the
         more of its messages match each word, and higher still when its title or summary
         does; ties go to the most recent. Each result carries a ``snippet`` around a match
-        (see :mod:`actors.store._search`).
+        and the ``message`` number it comes from (see :mod:`actors.store._search`); with
+        ``project_root``, only that project's sessions.
         """
         with self.db.read() as conn:
             return _search.search(
-                conn, self.index, query, include_archived=include_archived, limit=limit
+                conn, self.index, query, include_archived=include_archived, limit=limit,
+                project_root=project_root,
             )
 
     # -- metadata -------------------------------------------------------------------------
@@ -455,11 +563,23 @@ class Store:
         status: str | None = None,
         project_root: str | None = None,
         state: dict[str, Any] | None = None,
+        title_source: str | None = None,
+        preview: str | None = None,
     ) -> None:
         """Set the given metadata fields (None: unchanged) in one transaction. Archiving,
-        renaming and summaries count as updates (``updated_at`` moves)."""
+        renaming and summaries count as updates (``updated_at`` moves).
+
+        A title is the user's unless ``title_source`` says otherwise; a summary becomes the
+        listing's preview unless ``preview`` is given (previews follow the latest summary or
+        exchange)."""
         if status is not None:
             _check_status(status)
+        if title is not None and title_source is None:
+            title_source = "user"
+        if title_source is not None and title_source not in SOURCES:
+            raise UsageError(f"Unknown title source {title_source!r}.")
+        if summary is not None and preview is None:
+            preview = one_line(summary)
         values: dict[str, Any] = {
             key: value
             for key, value in (
@@ -467,6 +587,7 @@ class Store:
                 ("project_root", project_root),
                 ("archived", None if archived is None else int(archived)),
                 ("state", None if state is None else _rows.dump_state(state)),
+                ("title_source", title_source), ("preview", preview),
             )
             if value is not None
         }
@@ -486,18 +607,61 @@ class Store:
                 ))
 
     def ensure_summary(self, session_id: str) -> None:
-        """Write the notes' fallback summary (the last six user/assistant excerpts) if the
-        session has none."""
+        """Write the notes' fallback summary (the last six user/assistant excerpts, without
+        the blocks a compaction placed) if the session has none; the preview stays."""
         with self._existing_lease(session_id):
-            if self.info(session_id).summary.strip():
+            info = self.info(session_id)
+            if info.summary.strip():
                 return
             excerpts = [
                 f"{message['role']}: {text_of(message)}"
                 for message in self.load_context(session_id)
                 if message.get("role") in {"user", "assistant"} and message.get("content")
+                and (message["role"] == "assistant" or own_user_text(message) is not None)
             ]
             summary = "\n".join(excerpts[-FALLBACK_SUMMARY_EXCERPTS:])[:FALLBACK_SUMMARY_CHARS]
-            self.update(session_id, summary=summary or "Session ended without messages.")
+            self.update(session_id, summary=summary or "Session ended without messages.",
+                        preview=info.preview)
+
+    def propose_title(self, session_id: str, title: str) -> bool:
+        """Set a title the model proposed, unless the user has set one (checked in the same
+        transaction); whether it was set."""
+        with self._existing_lease(session_id), self.db.write(session_id) as conn:
+            row = _rows.session_row(conn, session_id)
+            if row.title_source == "user":
+                return False
+            conn.execute(
+                "UPDATE sessions SET title = ?, title_source = 'model' WHERE rid = ?",
+                (title, row.rid),
+            )
+            self.index.set_session_text(conn, row.rid, session_text(
+                title, row.summary, [c["summary"] for c in _rows.compactions(conn, row.rid)]
+            ))
+        return True
+
+    def remove_abandoned(self) -> list[str]:
+        """Delete the sessions of runs that died before the user typed anything (status
+        ``active``, no user message, nobody holding the lease); their ids. A running one
+        (its lease held, here or elsewhere) is left alone."""
+        with self.db.read() as conn:
+            candidates = [
+                str(sid) for (sid,) in conn.execute(
+                    "SELECT id FROM sessions WHERE user_messages = 0 AND status = 'active'"
+                )
+            ]
+        removed = []
+        for sid in candidates:
+            if self.leases.is_held_here(sid):
+                continue
+            try:
+                with self.lease(sid):
+                    info = self.info(sid)
+                    if info.user_messages == 0 and info.status == "active":
+                        self.delete(sid)
+                        removed.append(sid)
+            except (SessionLocked, SessionNotFound):
+                continue
+        return removed
 
     # -- recovery -------------------------------------------------------------------------
 
@@ -539,9 +703,17 @@ class Store:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def fork(self, session_id: str) -> str:
-        """Copy a session into a new, independent one (``parent_id`` = the source), copied
-        in SQL and then recovered; the new id."""
+    def fork(self, session_id: str, at: int | None = None) -> str:
+        """Copy a session into a new, independent one and return its id.
+
+        Without ``at`` the whole session is copied; with ``at`` the fork holds the context up
+        to message ``at`` (numbered as ``--info`` and ``--export`` show them), never cut
+        between a tool call and its results (see :mod:`actors.store._branches`). The fork
+        records its lineage (``parent_id``, ``fork_point``), keeps the title, the planning
+        state and the pins, starts its own usage counter with the parent's usage kept apart
+        as inherited, and is recovered like a resumed session. Its transcript is the
+        parent's up to the cut (all of it without ``at``).
+        """
         check_session_id(session_id)
         new_id = new_session_id()
         with (
@@ -549,42 +721,143 @@ class Store:
             self.lease(new_id),
             self.db.write(session_id, new_id) as conn,
         ):
-            old = _rows.session_row(conn, session_id).rid
-            now = timestamp()
-            conn.execute(
-                "INSERT INTO sessions (id, created_at, updated_at, title, summary, archived,"
-                " status, project_root, parent_id, state, context_version, context_len,"
-                " transcript_len) SELECT ?, ?, ?, title, summary, 0, 'saved', project_root, id,"
-                " state, 0, context_len, transcript_len FROM sessions WHERE rid = ?",
-                (new_id, now, now, old),
-            )
-            new = _rows.session_row(conn, new_id).rid
-            conn.execute(
-                "INSERT INTO transcript (session_rid, seq, body) "
-                "SELECT ?, seq, body FROM transcript WHERE session_rid = ? ORDER BY seq",
-                (new, old),
-            )
+            row = _rows.session_row(conn, session_id)
+            if at is None:
+                cut = _branches.Cut(row.transcript_len - 1, row.context_len - 1, ())
+            else:
+                cut = _branches.cut_at(conn, row.rid, row.transcript_len, at, settle=True)
+            self._copy_into(conn, row, new_id, cut, whole=at is None)
+        with self.lease(new_id):
+            self.recover(new_id)
+        return new_id
+
+    def _copy_into(
+        self, conn: Conn, row: SessionRow, new_id: str, cut: _branches.Cut, *, whole: bool
+    ) -> None:
+        """The rows of ``new_id``: the parent ``row`` up to ``cut``, inside the caller's
+        transaction."""
+        loads = _rows.json_loader(row.id, self.db.damage_hint)
+        state = _rows.dump_state(forked_state(loads(row.state, "state")))
+        now = timestamp()
+        conn.execute(
+            "INSERT INTO sessions (id, created_at, updated_at, title, summary, archived,"
+            " status, project_root, parent_id, state, context_version, context_len,"
+            " transcript_len, title_source, preview, user_messages, fork_point)"
+            " SELECT ?, ?, ?, title, summary, 0, 'saved', project_root, id, ?, 0, 0, ?,"
+            " title_source, preview, user_messages, ? FROM sessions WHERE rid = ?",
+            (new_id, now, now, state, cut.end_seq + 1, None if whole else cut.number,
+             row.rid),
+        )
+        new = _rows.session_row(conn, new_id).rid
+        conn.execute(
+            "INSERT INTO transcript (session_rid, seq, body, parent_seq) "
+            "SELECT ?, seq, body, parent_seq FROM transcript WHERE session_rid = ? AND seq <= ?"
+            " ORDER BY seq",
+            (new, row.rid, cut.end_seq),
+        )
+        if cut.context_pos is not None:  # the working context up to the cut, as it is
             conn.execute(
                 "INSERT INTO context (session_rid, pos, mid, body) "
                 "SELECT ?, c.pos, t2.mid, c.body FROM context c "
                 "LEFT JOIN transcript t1 ON t1.mid = c.mid "
                 "LEFT JOIN transcript t2 ON t2.session_rid = ? AND t2.seq = t1.seq "
-                "WHERE c.session_rid = ?",
-                (new, new, old),
+                "WHERE c.session_rid = ? AND c.pos <= ?",
+                (new, new, row.rid, cut.context_pos),
             )
-            for table, columns in (
-                ("compactions", "n, at, before_tokens, after_tokens, summary"),
-                ("tool_calls", "call_id, phase"),
-            ):
-                conn.execute(
-                    f"INSERT INTO {table} (session_rid, {columns}) "
-                    f"SELECT ?, {columns} FROM {table} WHERE session_rid = ?",
-                    (new, old),
+        else:  # compacted away since: the branch, message by message
+            mids = dict(conn.execute(
+                "SELECT seq, mid FROM transcript WHERE session_rid = ?", (new,)
+            ).fetchall())
+            conn.executemany(
+                "INSERT INTO context (session_rid, pos, mid) VALUES (?, ?, ?)",
+                [(new, pos, mids[seq]) for pos, seq in enumerate(cut.branch)],
+            )
+        if cut.context_pos is not None:
+            conn.execute(
+                "INSERT INTO compactions (session_rid, n, at, before_tokens, after_tokens,"
+                " summary) SELECT ?, n, at, before_tokens, after_tokens, summary"
+                " FROM compactions WHERE session_rid = ?",
+                (new, row.rid),
+            )
+        context = [loads(t, "context") for t in _rows.context_texts(conn, new) if t is not None]
+        calls = sorted({c for m in context for c in call_ids_of(m)})
+        if whole:
+            conn.execute(
+                "INSERT INTO tool_calls (session_rid, call_id, phase) "
+                "SELECT ?, call_id, phase FROM tool_calls WHERE session_rid = ?",
+                (new, row.rid),
+            )
+        elif calls:
+            conn.execute(
+                "INSERT INTO tool_calls (session_rid, call_id, phase) "
+                "SELECT ?, call_id, phase FROM tool_calls WHERE session_rid = ?"
+                f" AND call_id IN ({','.join('?' * len(calls))})",
+                (new, row.rid, *calls),
+            )
+        self.index.copy_session(conn, row.rid, new)
+        sets = ["context_len = ?"]
+        args: list[Any] = [len(context)]
+        if not whole:
+            typed = _branches.user_messages(conn, new, range(cut.end_seq + 1))
+            latest = latest_user_text(context)
+            sets += ["user_messages = ?", "preview = ?"]
+            args += [len(typed), one_line(latest) if latest else ""]
+            summaries = [c["summary"] for c in _rows.compactions(conn, new)]
+            self.index.set_session_text(conn, new, session_text(row.title, row.summary,
+                                                                summaries))
+        conn.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE rid = ?", (*args, new))
+        self._contexts.forget(new_id)
+
+    def rewind(self, session_id: str, before: int) -> Rewound:
+        """Move the working context back to just before user message ``before`` (a number
+        :meth:`user_messages` lists), keeping everything first as a fork.
+
+        Two steps, each one transaction: :meth:`fork` copies the whole session (the part
+        after the rewind point stays resumable there), then the context becomes what it was
+        before that message (see :mod:`actors.store._branches`), and the next message
+        appended follows the one the context now ends with. The transcript is never
+        rewritten: it keeps every message, and the fork's id says where the rest went.
+        """
+        with self._existing_lease(session_id):
+            if before not in {m.number for m in self.user_messages(session_id)}:
+                raise UsageError(
+                    f"Message {before} is not one you typed in this conversation; "
+                    "pick one of the messages \\rewind lists."
                 )
-            self.index.copy_session(conn, old, new)
-        with self.lease(new_id):
-            self.recover(new_id)
-        return new_id
+            fork_id = self.fork(session_id)
+            with self.db.write(session_id) as conn:
+                row = _rows.session_row(conn, session_id)
+                target = _branches.parent_of(conn, row.rid, before - 1)
+                position = _branches.context_position(conn, row.rid, target)
+                if position is not None:
+                    conn.execute(
+                        "DELETE FROM context WHERE session_rid = ? AND pos > ?",
+                        (row.rid, position),
+                    )
+                else:
+                    mids = dict(conn.execute(
+                        "SELECT seq, mid FROM transcript WHERE session_rid = ?", (row.rid,)
+                    ).fetchall())
+                    conn.execute("DELETE FROM context WHERE session_rid = ?", (row.rid,))
+                    conn.executemany(
+                        "INSERT INTO context (session_rid, pos, mid) VALUES (?, ?, ?)",
+                        [(row.rid, pos, mids[seq])
+                         for pos, seq in enumerate(_branches.branch(conn, row.rid, target))],
+                    )
+                loads = _rows.json_loader(session_id, self.db.damage_hint)
+                texts = [t for t in _rows.context_texts(conn, row.rid) if t is not None]
+                messages = [loads(t, "context") for t in texts]
+                latest = latest_user_text(messages)
+                conn.execute(
+                    "UPDATE sessions SET context_len = ?, context_version = context_version + 1,"
+                    " branch_seq = ?, preview = ?, updated_at = ? WHERE rid = ?",
+                    (len(texts), target, one_line(latest) if latest else "", timestamp(),
+                     row.rid),
+                )
+        self._contexts.replaced(
+            session_id, SavedContext(row.rid, row.context_version + 1, messages, texts)
+        )
+        return Rewound(messages, fork_id, before)
 
     def delete(self, session_id: str) -> None:
         """Delete a session's record (not its lock file, nor any project file)."""
@@ -611,10 +884,14 @@ class Store:
         with self.lease(session_id), self.db.write(session_id) as conn:
             if _rows.exists(conn, session_id):
                 return False
+            typed = [t for m in record["transcript"]
+                     if isinstance(m, dict) and (t := own_user_text(m)) is not None and t.strip()]
+            latest = latest_user_text(record["messages"]) or (typed[-1] if typed else "")
             conn.execute(
                 "INSERT INTO sessions (id, created_at, updated_at, title, summary, archived,"
-                " status, project_root, parent_id, state, context_len, transcript_len)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " status, project_root, parent_id, state, context_len, transcript_len,"
+                " title_source, preview, user_messages, fork_point)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     session_id, record["created_at"], record["updated_at"], record["title"],
                     record["summary"], int(record["archived"]),
@@ -622,6 +899,7 @@ class Store:
                     record["project_root"], record["parent_id"],
                     _rows.dump_state(record["state"]),
                     len(record["messages"]), len(record["transcript"]),
+                    record["title_source"], one_line(latest), len(typed), record["fork_point"],
                 ),
             )
             rid = _rows.session_row(conn, session_id).rid

@@ -85,7 +85,8 @@ class Repl:
         results = ResultLog()
         self.renderer = Renderer(self._approve, self._refresh, caps=self.caps, results=results)
         self._commands = CommandContext(sup, store, self.view, results,
-                                        lambda: self.renderer.last_reasoning)
+                                        lambda: self.renderer.last_reasoning,
+                                        project_root=str(settings.sandbox_dir))
         self._files = ProjectFiles(settings.sandbox_dir, settings.memory_dir, store)
         self._events = events
         self._exit_armed = False

@@ -16,14 +16,16 @@ import anyio
 from actors.core.errors import HarnessError
 from actors.runtime.supervisor import Supervisor
 from actors.store import Store
+from repl import listing
 from repl.interactive.results import ResultLog
 from repl.interactive.sanitize import sanitize
 from repl.interactive.view import SessionView
-from repl.session_commands import describe, session_line
+from repl.session_commands import INFO_RECENT, describe
 
 COMMANDS: dict[str, str] = {
     "\\help": "show the commands and key bindings",
-    "\\sessions": "list saved sessions with summary previews",
+    "\\sessions": "this project's sessions with titles and previews (\\sessions --all: every "
+                   "project's)",
     "\\info": "this session's id, title, counts, compactions and usage (or \\info ID)",
     "\\title": "\\title TEXT: name this session",
     "\\compact": "summarise older turns now",
@@ -66,6 +68,7 @@ class CommandContext:
     view: SessionView
     results: ResultLog = field(default_factory=ResultLog)
     reasoning: Callable[[], str] = lambda: ""  # the model's last reasoning
+    project_root: str = ""  # this run's project (listings are scoped to it)
 
 
 def help_text() -> str:
@@ -74,20 +77,25 @@ def help_text() -> str:
     return "Commands:\n" + "\n".join(lines) + "\n" + KEYS
 
 
-async def _sessions(ctx: CommandContext, _: str) -> Reply:
-    items = await anyio.to_thread.run_sync(ctx.store.list_sessions)
+async def _sessions(ctx: CommandContext, argument: str) -> Reply:
+    every = argument.strip() in ("--all", "all")
+    project = None if every else ctx.project_root
+    items = await anyio.to_thread.run_sync(
+        lambda: ctx.store.list_sessions(project_root=project, include_empty=False)
+    )
     if not items:
-        return Reply("No saved sessions.")
-    current = ctx.view.session_id
-    marked = [("* " if i["id"] == current else "  ") + session_line(i) for i in items]
-    return Reply("\n".join(marked))
+        return Reply("No saved sessions" + ("." if every else " for this project."))
+    return Reply("\n".join(listing.table(items, with_project=every, mark=ctx.view.session_id,
+                                          width=listing.terminal_width())))
 
 
 async def _info(ctx: CommandContext, argument: str) -> Reply:
     view = ctx.view
-    info = await anyio.to_thread.run_sync(ctx.store.info, argument or view.session_id)
-    lines = describe(info)
-    if not argument or argument == view.session_id:
+    session_id = await _resolve(ctx, argument) if argument else view.session_id
+    info = await anyio.to_thread.run_sync(ctx.store.info, session_id)
+    recent = await anyio.to_thread.run_sync(ctx.store.recent_messages, session_id, INFO_RECENT)
+    lines = describe(info, recent)
+    if session_id == view.session_id:
         lines.append(f"Context:      ~{view.tokens} of {view.budget} tokens"
                      + (" (compacting…)" if view.compacting else ""))
     return Reply("\n".join(lines))
@@ -105,7 +113,14 @@ async def _compact(ctx: CommandContext, _: str) -> Reply:
     return Reply(result.message, error=not result.applied)
 
 
+async def _resolve(ctx: CommandContext, prefix: str) -> str:
+    """A whole session id from any unique prefix of it."""
+    resolved: str = await anyio.to_thread.run_sync(ctx.store.resolve_id, prefix)
+    return resolved
+
+
 async def _fork(ctx: CommandContext, argument: str) -> Reply:
+    argument = await _resolve(ctx, argument) if argument else ""
     if argument and argument != ctx.view.session_id:
         new_id = await anyio.to_thread.run_sync(ctx.store.fork, argument)
     else:

@@ -30,7 +30,7 @@ import psycopg
 
 from actors.core.errors import StorageError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -115,6 +115,22 @@ _MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS pgid BIGINT",
         "ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS leader_start BIGINT",
         "ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS host TEXT",
+    ],
+    # Listings, titles by source, lineage and branches (the SQLite schema's version 4).
+    3: [
+        "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS title_source TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS preview TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS user_messages BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS fork_point BIGINT",
+        "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS branch_seq BIGINT",
+        "ALTER TABLE transcript ADD COLUMN IF NOT EXISTS parent_seq BIGINT",
+        "UPDATE sessions SET title_source = 'user' WHERE title <> ''",
+        """UPDATE sessions SET user_messages = (
+            SELECT count(*) FROM transcript t
+            WHERE t.session_rid = sessions.rid AND strpos(t.body, '"role":"user"') > 0
+              AND strpos(t.body, '<session_context_data>') = 0
+        )""",
+        "CREATE INDEX IF NOT EXISTS sessions_project ON sessions (project_root, updated_at)",
     ],
 }
 

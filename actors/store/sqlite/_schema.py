@@ -23,7 +23,23 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+
+MIGRATION_LISTINGS = """
+    ALTER TABLE sessions ADD COLUMN title_source TEXT NOT NULL DEFAULT '';
+    ALTER TABLE sessions ADD COLUMN preview TEXT NOT NULL DEFAULT '';
+    ALTER TABLE sessions ADD COLUMN user_messages INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN fork_point INTEGER;
+    ALTER TABLE sessions ADD COLUMN branch_seq INTEGER;
+    ALTER TABLE transcript ADD COLUMN parent_seq INTEGER;
+    UPDATE sessions SET title_source = 'user' WHERE title <> '';
+    UPDATE sessions SET user_messages = (
+        SELECT count(*) FROM transcript t
+        WHERE t.session_rid = sessions.rid AND instr(t.body, '"role":"user"') > 0
+          AND instr(t.body, '<session_context_data>') = 0
+    );
+    CREATE INDEX IF NOT EXISTS sessions_project ON sessions (project_root, updated_at);
+"""
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -95,6 +111,11 @@ _MIGRATIONS: dict[int, str] = {
     ALTER TABLE tool_calls ADD COLUMN leader_start INTEGER;
     ALTER TABLE tool_calls ADD COLUMN host TEXT;
     """,
+    # Listings people can scan, titles by source, lineage and branches (see _rows.py):
+    # where a title came from, the latest thing the user typed, how many messages the user
+    # typed (a session without any is not listed), the parent's message a fork was cut at,
+    # and, after a rewind, which transcript message the next one follows.
+    4: MIGRATION_LISTINGS,
 }
 
 

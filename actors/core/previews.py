@@ -1,0 +1,63 @@
+"""What a person sees of a session in a listing: the user's own words, never the wrappers.
+
+The context holds messages the harness wrote itself in the user's role: a compaction's
+summary (``<session_context_data>…``) and the pinned-instructions block. They are data for
+the model, not something the user said, so they never become a title, a preview or a count
+of user messages. :func:`one_line` is the one way a text becomes a line of a listing: the
+data tags and their boilerplate taken out, whitespace folded, cut with an ellipsis. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from actors.core.compaction import PINNED_HEADER, SUMMARY_HEADER, SUMMARY_OPEN
+from actors.core.messages import text_of
+
+PREVIEW_CHARS = 200  # what the store keeps; listings cut it shorter to fit the screen
+_TAGS = re.compile(
+    r"</?\s*(?:session[\s_-]*context[\s_-]*data|tool[\s_-]*result|memory[\s_-]*notes)\b[^>]*>",
+    re.IGNORECASE,
+)
+_BOILERPLATE = (SUMMARY_HEADER.strip(), PINNED_HEADER.strip())
+
+
+def is_carried(message: Mapping[str, Any]) -> bool:
+    """A block the harness placed in the user's role (a compaction summary, the pins)."""
+    content = message.get("content")
+    return (
+        message.get("role") == "user"
+        and isinstance(content, str)
+        and (content.startswith(SUMMARY_OPEN) or content.startswith(PINNED_HEADER))
+    )
+
+
+def own_user_text(message: Mapping[str, Any]) -> str | None:
+    """The text of a message the user typed (None for any other message)."""
+    if message.get("role") != "user" or is_carried(message):
+        return None
+    return text_of(message)
+
+
+def latest_user_text(messages: Iterable[Mapping[str, Any]]) -> str | None:
+    """The last thing the user typed among ``messages`` (None if nothing)."""
+    found = None
+    for message in messages:
+        text = own_user_text(message)
+        if text is not None and text.strip():
+            found = text
+    return found
+
+
+def one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """``text`` on one line for a listing: data tags and their headers removed, whitespace
+    folded, at most ``limit`` characters (an ellipsis marks a cut)."""
+    text = _TAGS.sub(" ", text)
+    for header in _BOILERPLATE:
+        text = text.replace(header, " ")
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    return flat[: max(0, limit - 1)].rstrip() + "…"

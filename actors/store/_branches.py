@@ -1,0 +1,180 @@
+"""Message numbers, branches and cuts: what a fork at message N or a rewind keeps.
+
+Transcript messages are numbered from 1 (``seq + 1``; the system prompt is message 1), as
+``--info``, ``--export`` and search hits show them. The transcript is append-only; a rewind
+moves the context back, and the next message appended then *follows* an earlier one rather
+than the one before it (``transcript.parent_seq``, NULL meaning "the one before"). The
+messages a message follows, back to the first, are its *branch* (:func:`branch`): what the
+conversation was when that message was the latest.
+
+A *cut* (:func:`cut_at`) is where a fork or a rewind ends its context: never between a tool
+call and its results. A cut at an assistant message with tool calls, or inside its results,
+moves forward past the results that exist; calls left without one are answered by recovery.
+Where the message cut at is still in the session's working context, the fork takes the
+context up to it (a compaction's summary included); where compaction has since summarised it
+away, the fork's context is its branch, message by message, from the transcript.
+
+Functions over the connection of the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from actors.core.errors import UsageError
+from actors.core.messages import Message, call_ids_of
+from actors.core.previews import own_user_text
+from actors.store._parts import Conn
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Where a context ends: transcript message ``end_seq`` (0-based), found at position
+    ``context_pos`` of the current working context, or (None) only in the transcript, whose
+    branch up to it is ``branch``."""
+
+    end_seq: int
+    context_pos: int | None
+    branch: tuple[int, ...]
+
+    @property
+    def number(self) -> int:
+        """The message number of the cut (the last message kept)."""
+        return self.end_seq + 1
+
+
+def _parents(conn: Conn, rid: int, upto: int) -> dict[int, int]:
+    """``seq -> parent_seq`` of the messages up to ``upto`` that follow another than the one
+    before them (after a rewind: few rows)."""
+    return {
+        seq: parent
+        for seq, parent in conn.execute(
+            "SELECT seq, parent_seq FROM transcript WHERE session_rid = ? AND seq <= ?"
+            " AND parent_seq IS NOT NULL",
+            (rid, upto),
+        )
+    }
+
+
+def branch(conn: Conn, rid: int, end_seq: int) -> tuple[int, ...]:
+    """The seqs of the messages ``end_seq`` follows, from the first, and ``end_seq``."""
+    parents = _parents(conn, rid, end_seq)
+    seqs = []
+    seq = end_seq
+    while seq >= 0:
+        seqs.append(seq)
+        seq = parents.get(seq, seq - 1)
+    return tuple(reversed(seqs))
+
+
+def parent_of(conn: Conn, rid: int, seq: int) -> int:
+    """The seq message ``seq`` follows (-1 for the first)."""
+    row = conn.execute(
+        "SELECT parent_seq FROM transcript WHERE session_rid = ? AND seq = ?", (rid, seq)
+    ).fetchone()
+    return seq - 1 if row is None or row[0] is None else int(row[0])
+
+
+def _message(conn: Conn, rid: int, seq: int) -> tuple[int | None, Message] | None:
+    row = conn.execute(
+        "SELECT parent_seq, body FROM transcript WHERE session_rid = ? AND seq = ?", (rid, seq)
+    ).fetchone()
+    if row is None:
+        return None
+    try:
+        message = json.loads(row[1])
+    except (TypeError, ValueError):
+        message = {}
+    return row[0], message if isinstance(message, dict) else {}
+
+
+def _settled_end(conn: Conn, rid: int, seq: int, transcript_len: int) -> int:
+    """``seq``, or the last result after it of the tool calls open at ``seq``."""
+    found = _message(conn, rid, seq)
+    assert found is not None
+    message = found[1]
+    # The open batch: the assistant message at or before seq, over its results.
+    answered: set[str] = set()
+    at = seq
+    while message.get("role") == "tool":
+        answered.add(str(message.get("tool_call_id")))
+        at = parent_of(conn, rid, at)
+        previous = _message(conn, rid, at) if at >= 0 else None
+        if previous is None:
+            return seq
+        message = previous[1]
+    open_calls = [c for c in call_ids_of(message) if c not in answered]
+    end = seq
+    while open_calls and end + 1 < transcript_len:
+        following = _message(conn, rid, end + 1)
+        if following is None or following[0] is not None:  # another branch starts there
+            break
+        nxt = following[1]
+        if nxt.get("role") != "tool" or nxt.get("tool_call_id") not in open_calls:
+            break
+        open_calls.remove(str(nxt.get("tool_call_id")))
+        end += 1
+    return end
+
+
+def context_position(conn: Conn, rid: int, seq: int) -> int | None:
+    """Where transcript message ``seq`` is in the current working context (None: not there)."""
+    row = conn.execute(
+        "SELECT c.pos FROM context c JOIN transcript t ON t.mid = c.mid "
+        "WHERE c.session_rid = ? AND t.session_rid = ? AND t.seq = ?",
+        (rid, rid, seq),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def cut_at(conn: Conn, rid: int, transcript_len: int, number: int, *, settle: bool) -> Cut:
+    """The cut after message ``number``; with ``settle``, moved past the results of the tool
+    calls open there. :class:`UsageError` for a number the session does not have."""
+    if not 1 <= number <= transcript_len:
+        raise UsageError(
+            f"There is no message {number}: the session has messages 1 to {transcript_len}."
+        )
+    end = _settled_end(conn, rid, number - 1, transcript_len) if settle else number - 1
+    position = context_position(conn, rid, end)
+    return Cut(end, position, () if position is not None else branch(conn, rid, end))
+
+
+def context_end(conn: Conn, rid: int) -> int | None:
+    """The seq of the last transcript message in the working context (None: none is)."""
+    row = conn.execute(
+        "SELECT t.seq FROM context c JOIN transcript t ON t.mid = c.mid "
+        "WHERE c.session_rid = ? ORDER BY c.pos DESC LIMIT 1",
+        (rid,),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+@dataclass(frozen=True)
+class UserMessage:
+    """A message the user typed, on the current branch: its number and text."""
+
+    number: int
+    text: str
+
+
+def user_messages(conn: Conn, rid: int, seqs: Sequence[int]) -> list[UserMessage]:
+    """The messages the user typed among ``seqs``, in order."""
+    wanted = set(seqs)
+    found = []
+    for seq, body in conn.execute(
+        "SELECT seq, body FROM transcript WHERE session_rid = ? AND body LIKE ? ORDER BY seq",
+        (rid, '%"role":"user"%'),
+    ):
+        if seq not in wanted:
+            continue
+        try:
+            message: Any = json.loads(body)
+        except (TypeError, ValueError):
+            continue
+        text = own_user_text(message) if isinstance(message, dict) else None
+        if text is not None and text.strip():
+            found.append(UserMessage(seq + 1, text))
+    return found
