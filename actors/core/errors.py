@@ -34,6 +34,8 @@ replies, never as text.
      │    └── InvalidResponse          an HTTP 200 body that is not a chat-completions answer
      ├── LimitReached                  a --max-* limit stopped the turn
      ├── ToolFailed                    a tool could not do what the model asked (a result)
+ ├── RestoreFailed                 a rewind could not restore the project's files (says what
+ │                                 became of them: put back as they were, or still pending)
      ├── ActorGone                     an actor stopped without answering (shut down, cancelled)
      └── ActorCrashed                  an actor failed with a bug (the message names it)
 
@@ -296,6 +298,17 @@ class LimitReached(HarnessError):
 
 class ToolFailed(HarnessError):
     """A tool could not do what was asked; its message becomes the tool result (never a crash)."""
+
+
+class RestoreFailed(HarnessError):
+    """Restoring the project's files to a snapshot failed (a file that cannot be written, a
+    full disk). The message names the path and the cause and says whether the files were
+    put back as they were before (``rolled_back``) or the rewind is still pending, to be
+    finished at the next start."""
+
+    def __init__(self, message: str, *, rolled_back: bool) -> None:
+        super().__init__(message)
+        self.rolled_back = rolled_back
 
 
 class ActorGone(HarnessError):

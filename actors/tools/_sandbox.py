@@ -188,13 +188,15 @@ class Sandbox:
 
     @contextlib.contextmanager
     def walk(
-        self, path: str, *, create_dirs: bool = False, missing_ok: bool = False
+        self, path: str, *, create_dirs: bool = False, missing_ok: bool = False,
+        follow_last: bool = True,
     ) -> Iterator[Place]:
         """Walk ``path`` to its last component (see the module doc); the fds close on exit.
 
-        A symlink as the last component is followed too (inside the sandbox). Missing
-        directories are created (``create_dirs``), reported in ``Place.missing``
-        (``missing_ok``), or refused. Refusals raise :class:`ToolFailed`.
+        A symlink as the last component is followed too (inside the sandbox), unless
+        ``follow_last`` is false: then the place is the link itself. Missing directories are
+        created (``create_dirs``), reported in ``Place.missing`` (``missing_ok``), or
+        refused. Refusals raise :class:`ToolFailed`.
         """
         shown = path if isinstance(path, str) else repr(path)
         pending = list(reversed(self.components(path)))
@@ -230,7 +232,7 @@ class Sandbox:
                         )
                     except FileNotFoundError:
                         st = None
-                    if st is None or not stat.S_ISLNK(st.st_mode):
+                    if st is None or not stat.S_ISLNK(st.st_mode) or not follow_last:
                         yield Place(stack[-1], component, [*parts, component], st)
                         return
                     target = os.readlink(component, dir_fd=stack[-1])
@@ -414,9 +416,12 @@ class Sandbox:
             return self._replace(place, change(old), existing=st)
 
     def _replace(
-        self, place: Place, data: bytes, existing: os.stat_result | None = None
+        self, place: Place, data: bytes, existing: os.stat_result | None = None,
+        executable: bool | None = None,
     ) -> Written:
         current = existing if existing is not None else place.st
+        if current is not None and not stat.S_ISREG(current.st_mode):
+            current = None  # a symlink replaced as an entry (restoring): a new file
         directory = place.parent_fd
         temp = f".{place.name[:200]}.{os.urandom(4).hex()}.tmp"
         mode = stat.S_IMODE(current.st_mode) if current is not None else 0o666
@@ -427,11 +432,17 @@ class Sandbox:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
-                if current is not None:
+                if executable is not None:  # restoring: the bits the snapshot had
+                    if current is None:
+                        mode = stat.S_IMODE(os.fstat(fd).st_mode)  # 0o666 less the umask
+                    mode = mode | (mode & 0o444) >> 2 if executable else mode & ~0o111
+                if current is not None or executable is not None:
                     os.fchmod(fd, mode)
-                    if (current.st_uid, current.st_gid) != (os.geteuid(), os.getegid()):
-                        with contextlib.suppress(OSError):  # only root may give a file away
-                            os.fchown(fd, current.st_uid, current.st_gid)
+                if current is not None and (
+                    (current.st_uid, current.st_gid) != (os.geteuid(), os.getegid())
+                ):
+                    with contextlib.suppress(OSError):  # only root may give a file away
+                        os.fchown(fd, current.st_uid, current.st_gid)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -441,6 +452,75 @@ class Sandbox:
                 os.unlink(temp, dir_fd=directory)
             raise
         return Written(current is None, len(data), current.st_nlink if current else 0)
+
+    # -- restoring a snapshot ---------------------------------------------------------------
+    # The entry at the path itself is what changes: a symlink there is replaced or removed as
+    # a link, never followed (links in the directories above are followed inside the sandbox,
+    # as for every path).
+
+    def put_file(self, path: str, data: bytes, *, executable: bool) -> Written:
+        """Make ``path`` a regular file holding ``data`` (executable or not), replacing the
+        file or symlink there atomically; missing directories are created."""
+        with self.walk(path, create_dirs=True, follow_last=False) as place:
+            if place.st is not None:
+                self.check_not_protected_file(place.st, path)
+                if stat.S_ISDIR(place.st.st_mode):
+                    raise ToolFailed(f"'{path}' is a directory; it cannot become a file.")
+            return self._replace(place, data, executable=executable)
+
+    def put_link(self, path: str, target: str) -> None:
+        """Make ``path`` a symlink to ``target`` (only its text: nothing is followed),
+        replacing the file or symlink there atomically."""
+        with self.walk(path, create_dirs=True, follow_last=False) as place:
+            if place.st is not None and stat.S_ISDIR(place.st.st_mode):
+                raise ToolFailed(f"'{path}' is a directory; it cannot become a link.")
+            temp = f".{place.name[:200]}.{os.urandom(4).hex()}.tmp"
+            os.symlink(target, temp, dir_fd=place.parent_fd)
+            try:
+                os.replace(temp, place.name, src_dir_fd=place.parent_fd,
+                           dst_dir_fd=place.parent_fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=place.parent_fd)
+                raise
+
+    def make_dir(self, path: str) -> None:
+        """Make ``path`` a directory (and the ones above it)."""
+        with self.walk(path, create_dirs=True, follow_last=False) as place:
+            if place.st is None:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(place.name, 0o777, dir_fd=place.parent_fd)
+            elif not stat.S_ISDIR(place.st.st_mode):
+                raise ToolFailed(f"'{path}' is {kind_of(place.st.st_mode)}, not a directory.")
+
+    def remove(self, path: str) -> bool:
+        """Remove the file or symlink at ``path`` (a link itself); False: nothing there."""
+        with self.walk(path, missing_ok=True, follow_last=False) as place:
+            if place.st is None or place.missing:
+                return False
+            if stat.S_ISDIR(place.st.st_mode):
+                raise ToolFailed(f"'{path}' is a directory, not a file.")
+            try:
+                os.unlink(place.name, dir_fd=place.parent_fd)
+            except FileNotFoundError:
+                return False
+            return True
+
+    def remove_dir(self, path: str) -> bool:
+        """Remove the directory at ``path`` if it is empty; False when it is not there or
+        holds something (files a snapshot leaves out, for instance)."""
+        with self.walk(path, missing_ok=True, follow_last=False) as place:
+            if place.st is None or place.missing or not stat.S_ISDIR(place.st.st_mode):
+                return False
+            if not place.parts:
+                return False  # the project itself
+            try:
+                os.rmdir(place.name, dir_fd=place.parent_fd)
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.EBUSY):
+                    return False
+                raise
+            return True
 
     # -- walking directories --------------------------------------------------------------
 

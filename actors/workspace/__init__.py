@@ -1,0 +1,55 @@
+"""Workspace checkpoints: snapshots of the project's files, so a rewind can bring them back.
+
+A snapshot is taken at every user message and before every side-effecting tool call (and
+after a shell command, so what it created, changed and deleted is known). Snapshots are
+content-addressed and deduplicated across snapshots, sessions and projects; a snapshot costs
+what changed since the last one (stat-based change detection with a cache); ``.gitignore``
+and size caps decide what is kept, and what is kept out is said. Restoring goes through the
+tools' sandbox, journaled so that a rewind is either done or not started.
+
+Layout::
+
+    _ignore.py     .gitignore rules, read as git reads them
+    _tree.py       blobs, trees, entries, oids
+    _objects.py    the object store (SQLite file or PostgreSQL tables), collection
+    _database.py   the SQLite file of the objects, beside the session store
+    _statcache.py  what the last snapshot saw, so the next one reads only what changed
+    _snapshot.py   taking a snapshot: the confined walk, the caps, new objects
+    _diff.py       changes between snapshots, diffstat, unified diff
+    _restore.py    the plan (with hand edits flagged) and the confined writes
+    _journal.py    the rewind journal: done or not started
+    _workspace.py  one project's snapshots, lock, restore in steps, recovery
+
+Everything here blocks (file I/O, the database); the runtime calls it from worker threads.
+"""
+
+from __future__ import annotations
+
+from actors.workspace._diff import Change, Stat
+from actors.workspace._journal import JournalEntry
+from actors.workspace._objects import Collected, ObjectStore, Usage
+from actors.workspace._restore import LeftAlone, RestorePlan
+from actors.workspace._snapshot import KeptOut, Limits, Snapshot
+from actors.workspace._tree import EMPTY_TREE, Entry, short
+from actors.workspace._workspace import Recovered, Workspace, open_objects, workspace_home
+
+__all__ = [
+    "EMPTY_TREE",
+    "Change",
+    "Collected",
+    "Entry",
+    "JournalEntry",
+    "KeptOut",
+    "LeftAlone",
+    "Limits",
+    "ObjectStore",
+    "Recovered",
+    "RestorePlan",
+    "Snapshot",
+    "Stat",
+    "Usage",
+    "Workspace",
+    "open_objects",
+    "short",
+    "workspace_home",
+]

@@ -1,0 +1,346 @@
+"""The object store: blobs and trees by oid, on SQLite (a file of its own) or PostgreSQL
+(tables beside the sessions), with the collection of what no snapshot needs.
+
+Shared SQL over a ``read()``/``write()`` transactions object, as the session store does
+(``?`` placeholders; the PostgreSQL connection adapts them in one place). Objects are
+zlib-compressed when that saves space. Every object has ``used_at``: when a snapshot last
+produced or reused it.
+
+Collection (:meth:`ObjectStore.collect`) keeps what the given roots (the snapshots recorded
+in sessions) reach, and whatever was used within the grace period together with what it
+reaches (a snapshot just taken whose id is not recorded yet). Because a snapshot's stat cache
+names blobs without reading them, a collection that deleted anything moves the store's
+*epoch*; :meth:`ObjectStore.save` is given the epoch its snapshot started from and writes
+nothing when it moved (the snapshot is then taken again without the cache). Both run in one
+write transaction that locks the epoch (SQLite's write lock; a row lock on PostgreSQL), so
+either the collection sees the snapshot's objects as just used, or the snapshot sees the new
+epoch.
+
+Synchronous and thread-safe (the transactions hold their connection's lock). Nothing is
+cancellable: a call that has started runs to its end in its thread.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from actors.core.errors import StorageError
+from actors.store._parts import Conn
+from actors.workspace._marks import SCHEMA as MARKS_SCHEMA
+from actors.workspace._marks import Marks
+from actors.workspace._tree import BLOB, TREE, decode_tree
+
+COMPRESS_LEVEL = 6
+_CHUNK = 400  # ids in one IN (...) list
+
+_SQLITE_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS workspace_objects ("
+    " id BLOB PRIMARY KEY, kind INTEGER NOT NULL, size INTEGER NOT NULL,"
+    " stored INTEGER NOT NULL, codec INTEGER NOT NULL, used_at INTEGER NOT NULL,"
+    " data BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS workspace_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+)
+_PG_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS workspace_objects ("
+    " id BYTEA PRIMARY KEY, kind SMALLINT NOT NULL, size BIGINT NOT NULL,"
+    " stored BIGINT NOT NULL, codec SMALLINT NOT NULL, used_at BIGINT NOT NULL,"
+    " data BYTEA NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS workspace_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+)
+_META_DEFAULTS = (
+    "INSERT INTO workspace_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
+)
+
+
+class Database(Protocol):
+    """Where the objects live: one transaction per ``with`` block, errors translated."""
+
+    dialect: str  # "sqlite" or "postgres"
+
+    @property
+    def location(self) -> str: ...
+
+    def read(self) -> AbstractContextManager[Conn]: ...
+
+    def write(self, *, durable: bool = False) -> AbstractContextManager[Conn]: ...
+
+
+class PgObjects:
+    """The session store's PostgreSQL transactions, as a :class:`Database` for objects."""
+
+    dialect = "postgres"
+
+    def __init__(self, db: Any) -> None:
+        self._db = db
+
+    @property
+    def location(self) -> str:
+        return str(self._db.location)
+
+    def read(self) -> AbstractContextManager[Conn]:
+        result: AbstractContextManager[Conn] = self._db.read()
+        return result
+
+    def write(self, *, durable: bool = False) -> AbstractContextManager[Conn]:
+        """Every PostgreSQL commit is durable."""
+        result: AbstractContextManager[Conn] = self._db.write()
+        return result
+
+    def close(self) -> None:
+        """The session store's connection stays open: the store closes it."""
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What a collection did."""
+
+    deleted: int
+    freed_bytes: int  # stored (compressed) bytes of the deleted objects
+    kept: int
+
+
+@dataclass(frozen=True)
+class Usage:
+    objects: int
+    size: int  # bytes of content
+    stored: int  # bytes as stored (compressed)
+
+
+def _chunks(items: Sequence[bytes]) -> Iterator[Sequence[bytes]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+def pack(data: bytes) -> tuple[int, bytes]:
+    """``(codec, stored)``: zlib when it saves space, else the bytes as they are."""
+    if len(data) > 64:
+        packed = zlib.compress(data, COMPRESS_LEVEL)
+        if len(packed) < len(data):
+            return 1, packed
+    return 0, data
+
+
+def unpack(codec: int, data: bytes) -> bytes:
+    return zlib.decompress(data) if codec == 1 else bytes(data)
+
+
+class ObjectStore:
+    """Blobs and trees of every snapshot (see the module doc)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        schema = _SQLITE_SCHEMA if db.dialect == "sqlite" else _PG_SCHEMA
+        for attempt in range(2):
+            try:
+                with db.write() as conn:
+                    for statement in (*schema, *MARKS_SCHEMA[db.dialect]):
+                        conn.execute(statement)
+                    conn.execute(_META_DEFAULTS, ("store_id", uuid.uuid4().hex))
+                    conn.execute(_META_DEFAULTS, ("gc_epoch", "0"))
+                break
+            except StorageError:  # two processes creating the tables at once (PostgreSQL)
+                if attempt:
+                    raise
+        with db.read() as conn:
+            row = conn.execute(
+                "SELECT value FROM workspace_meta WHERE key = 'store_id'"
+            ).fetchone()
+        self.identity = str(row[0])
+        self.marks = Marks(db)
+
+    @property
+    def location(self) -> str:
+        return self.db.location
+
+    def close(self) -> None:
+        """Close the objects' own database (tables in the session store's: nothing)."""
+        close = getattr(self.db, "close", None)
+        if close is not None:
+            close()
+
+    def epoch(self) -> int:
+        with self.db.read() as conn:
+            return self._epoch(conn)
+
+    @staticmethod
+    def _epoch(conn: Conn, lock: str = "") -> int:
+        row = conn.execute(
+            f"SELECT value FROM workspace_meta WHERE key = 'gc_epoch'{lock}"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def _lock(self) -> str:
+        return " FOR UPDATE" if self.db.dialect == "postgres" else ""
+
+    def missing(self, oids: Iterable[bytes]) -> set[bytes]:
+        """The oids among ``oids`` that are not stored."""
+        wanted = list(dict.fromkeys(oids))
+        found: set[bytes] = set()
+        if not wanted:
+            return found
+        with self.db.read() as conn:
+            for chunk in _chunks(wanted):
+                rows = conn.execute(
+                    f"SELECT id FROM workspace_objects WHERE id IN ({_marks(len(chunk))})",
+                    tuple(chunk),
+                ).fetchall()
+                found.update(bytes(r[0]) for r in rows)
+        return set(wanted) - found
+
+    def save(
+        self,
+        objects: dict[bytes, tuple[int, bytes]],
+        *,
+        touch: Sequence[bytes] = (),
+        epoch: int | None = None,
+    ) -> int | None:
+        """Store ``objects`` (oid -> (kind, content)) and mark ``touch`` as just used, in one
+        transaction, and return the store's epoch; None, with nothing written, when the
+        epoch is no longer ``epoch``."""
+        now = int(time.time())
+        rows = []
+        for oid, (kind, content) in objects.items():
+            codec, stored = pack(content)
+            rows.append((oid, kind, len(content), len(stored), codec, now, stored))
+        with self.db.write() as conn:
+            current = self._epoch(conn, self._share())
+            if epoch is not None and current != epoch:
+                return None
+            if rows:
+                conn.executemany(
+                    "INSERT INTO workspace_objects (id, kind, size, stored, codec, used_at, data)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (id) DO UPDATE SET used_at = excluded.used_at",
+                    rows,
+                )
+            touched = [oid for oid in dict.fromkeys(touch) if oid not in objects]
+            for chunk in _chunks(touched):
+                conn.execute(
+                    f"UPDATE workspace_objects SET used_at = ? WHERE id IN ({_marks(len(chunk))})",
+                    (now, *chunk),
+                )
+        return current
+
+    def _share(self) -> str:
+        return " FOR SHARE" if self.db.dialect == "postgres" else ""
+
+    def load(self, oid: bytes) -> bytes:
+        """The content of ``oid``; :class:`StorageError` when it is not stored."""
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT codec, data FROM workspace_objects WHERE id = ?", (oid,)
+            ).fetchone()
+        if row is None:
+            raise StorageError(
+                f"The workspace snapshot object {oid.hex()[:12]} is missing "
+                f"({self.location}); that snapshot cannot be read."
+            )
+        return unpack(int(row[0]), bytes(row[1]))
+
+    def load_many(self, oids: Iterable[bytes]) -> dict[bytes, bytes]:
+        """The contents of the stored ones among ``oids``."""
+        wanted = list(dict.fromkeys(oids))
+        found: dict[bytes, bytes] = {}
+        if not wanted:
+            return found
+        with self.db.read() as conn:
+            for chunk in _chunks(wanted):
+                for oid, codec, data in conn.execute(
+                    f"SELECT id, codec, data FROM workspace_objects WHERE id IN "
+                    f"({_marks(len(chunk))})",
+                    tuple(chunk),
+                ).fetchall():
+                    found[bytes(oid)] = unpack(int(codec), bytes(data))
+        return found
+
+    def usage(self) -> Usage:
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT count(*), coalesce(sum(size), 0), coalesce(sum(stored), 0) "
+                "FROM workspace_objects"
+            ).fetchone()
+        return Usage(int(row[0]), int(row[1]), int(row[2]))
+
+    def reachable(self, roots: Iterable[bytes], conn: Conn | None = None) -> set[bytes]:
+        """Every oid the trees ``roots`` reach (the roots included, where stored)."""
+        seen: set[bytes] = set()
+        pending = [r for r in dict.fromkeys(roots)]
+        while pending:
+            batch = pending[:_CHUNK]
+            del pending[:_CHUNK]
+            batch = [oid for oid in batch if oid not in seen]
+            if not batch:
+                continue
+            seen.update(batch)
+            rows = self._trees(batch, conn)
+            for data in rows:
+                for entry in decode_tree(data):
+                    if entry.kind == "d":
+                        if entry.oid not in seen:
+                            pending.append(entry.oid)
+                    elif entry.is_content:
+                        seen.add(entry.oid)
+        return seen
+
+    def _trees(self, oids: Sequence[bytes], conn: Conn | None) -> list[bytes]:
+        sql = (f"SELECT codec, data FROM workspace_objects WHERE kind = {TREE} AND id IN "
+               f"({_marks(len(oids))})")
+        if conn is not None:
+            rows = conn.execute(sql, tuple(oids)).fetchall()
+        else:
+            with self.db.read() as own:
+                rows = own.execute(sql, tuple(oids)).fetchall()
+        return [unpack(int(codec), bytes(data)) for codec, data in rows]
+
+    def collect(self, roots: Iterable[bytes], *, grace_seconds: float) -> Collected:
+        """Delete every object that neither ``roots`` nor an object used within the grace
+        period reaches (see the module doc)."""
+        cutoff = int(time.time() - grace_seconds)
+        roots = list(roots)
+        with self.db.write() as conn:
+            epoch = self._epoch(conn, self._lock())
+            old = {
+                bytes(oid): int(stored)
+                for oid, stored in conn.execute(
+                    "SELECT id, stored FROM workspace_objects WHERE used_at < ?", (cutoff,)
+                ).fetchall()
+            }
+            if not old:
+                return Collected(0, 0, self._count(conn))
+            recent = [
+                bytes(r[0]) for r in conn.execute(
+                    f"SELECT id FROM workspace_objects WHERE kind = {TREE} AND used_at >= ?",
+                    (cutoff,),
+                ).fetchall()
+            ]
+            live = self.reachable([*roots, *recent], conn)
+            dead = [oid for oid in old if oid not in live]
+            for chunk in _chunks(dead):
+                conn.execute(
+                    f"DELETE FROM workspace_objects WHERE id IN ({_marks(len(chunk))})",
+                    tuple(chunk),
+                )
+            if dead:
+                conn.execute(
+                    "UPDATE workspace_meta SET value = ? WHERE key = 'gc_epoch'",
+                    (str(epoch + 1),),
+                )
+            kept = self._count(conn)
+        return Collected(len(dead), sum(old[oid] for oid in dead), kept)
+
+    @staticmethod
+    def _count(conn: Conn) -> int:
+        return int(conn.execute("SELECT count(*) FROM workspace_objects").fetchone()[0])
+
+
+__all__ = ["BLOB", "TREE", "Collected", "Database", "ObjectStore", "PgObjects", "Usage"]

@@ -1,0 +1,495 @@
+"""Taking a snapshot: walk the project, read what changed, store the new objects.
+
+The walk starts from a descriptor of the project opened by the tools' sandbox
+(:class:`~actors.tools._sandbox.Sandbox`) and opens each directory relative to its parent
+with ``O_NOFOLLOW``: symlinks are recorded as links and never followed, the harness's own
+state directory (recognised by device and inode) is never entered, a hard link to one of its
+files is never read, and ``.git`` is never entered. Ignored paths (:mod:`._ignore`) are not
+looked at.
+
+Cost: one ``lstat`` per file, compared with the stat cache (:mod:`._statcache`); only files
+whose key changed are read and hashed, only directories that changed get a new tree, and
+only objects the store lacks are compressed and written, in one transaction. An unchanged
+tree touches the database at most once in a while (to mark its root as used).
+
+Caps (:class:`Limits`): a file over ``max_file_bytes`` is kept out; when the files kept
+would pass ``max_project_bytes``, the largest are kept out until they fit; past
+``max_entries`` entries or ``max_depth`` levels, directories are not looked at. What is kept
+out is an entry of its own in the tree (see :mod:`._tree`), and each snapshot reports what
+it newly kept out, so nothing goes missing silently.
+
+Blocking; run it in a worker thread. Interrupting it (a kill -9 included) leaves the store
+consistent: objects are written in one transaction before the snapshot's id exists, so at
+worst unreferenced objects remain for the next collection.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from actors.core.errors import StorageError, ToolFailed
+from actors.tools._sandbox import Sandbox
+from actors.workspace._ignore import Rules
+from actors.workspace._objects import BLOB, TREE, ObjectStore
+from actors.workspace._statcache import RACY, RACY_NS, DirState, Key, StatCache
+from actors.workspace._tree import (
+    DIR,
+    EXEC,
+    FILE,
+    LINK,
+    OMITTED,
+    UNSCANNED,
+    ZERO,
+    Entry,
+    blob_oid,
+    encode_tree,
+    tree_oid,
+)
+
+GRACE_SECONDS = 3600.0  # a collection keeps what was used this recently (see _objects)
+TOUCH_EVERY = GRACE_SECONDS / 4  # an unchanged root is marked used at most this often
+FLUSH_BYTES = 32 * 1024 * 1024  # new content held in memory before it is written
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_S_IFMT, _S_IFREG, _S_IFLNK = 0o170000, stat.S_IFREG, stat.S_IFLNK
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a snapshot keeps (see the module doc)."""
+
+    max_file_bytes: int = 4 * 1024 * 1024
+    max_project_bytes: int = 512 * 1024 * 1024
+    max_entries: int = 200_000
+    max_depth: int = 64
+
+
+@dataclass(frozen=True)
+class KeptOut:
+    """A path a snapshot did not keep, and why."""
+
+    path: str
+    size: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A snapshot taken: its root tree (its id) and what it cost."""
+
+    root: bytes
+    files: int
+    size: int  # bytes of the files kept
+    new_objects: int
+    new_bytes: int  # bytes of content the store did not have
+    changed_dirs: int
+    kept_out: tuple[KeptOut, ...]  # newly kept out (in the directories that changed)
+    seconds: float
+
+    @property
+    def id(self) -> str:
+        return self.root.hex()
+
+
+@dataclass(slots=True)
+class _Node:
+    """One directory of this walk."""
+
+    rel: str
+    keys: dict[str, Key]
+    subs: dict[str, _Node | None]  # None: not looked at (caps), or unreadable
+    cached: DirState | None
+    changed: bool = False
+    entries: dict[str, tuple[str, bytes, int]] = field(default_factory=dict)
+    tree: bytes = b""
+    files: int = 0
+    size: int = 0
+
+
+class _Restart(Exception):
+    """The store's epoch moved under the snapshot: take it again without the cache."""
+
+
+class Snapshotter:
+    """Takes snapshots of one project into one object store (see the module doc)."""
+
+    def __init__(self, sandbox: Sandbox, objects: ObjectStore, cache: StatCache,
+                 limits: Limits | None = None) -> None:
+        self.sandbox = sandbox
+        self.objects = objects
+        self.cache = cache
+        self.limits = limits or Limits()
+        self._protected_inodes = {ino for _dev, ino in sandbox.protected}
+        self._rules_cache: dict[tuple[str, Key, Rules], Rules] = {}
+
+    def take(self, force: frozenset[str] = frozenset()) -> Snapshot:
+        """Snapshot the project now. ``force``: paths (and their directories) included even
+        where ``.gitignore`` leaves them out (a restore takes them into its undo)."""
+        try:
+            return self._take(force)
+        except _Restart:
+            self.cache.clear()
+            return self._take(force)
+
+    # -- the walk -------------------------------------------------------------------------
+
+    def _take(self, force: frozenset[str]) -> Snapshot:
+        started = time.perf_counter()
+        now = time.time()
+        self._start_ns = time.time_ns()
+        self._force = force
+        self._force_dirs = frozenset(
+            p[: i] for p in force for i in range(len(p)) if p[i] == "/"
+        )
+        self._entries = 0
+        self._pending: dict[bytes, tuple[int, bytes]] = {}
+        self._pending_bytes = 0
+        self._new_objects = 0
+        self._new_bytes = 0
+        self._kept_out: list[KeptOut] = []
+        self._changed = 0
+        cache = self.cache
+        self._epoch: int | None = None
+        if now - cache.used_at > TOUCH_EVERY * 2:  # the cache may name collected objects
+            self._epoch = self.objects.epoch()
+            if self._epoch != cache.epoch:
+                cache.clear()
+        try:
+            with self.sandbox.open_directory(".") as (fd, _place):
+                root = self._scan(fd, "", Rules.EMPTY, 0)
+        except ToolFailed as exc:
+            raise StorageError(f"Cannot snapshot the project: {exc}") from None
+        limits = self.limits
+        if _total(root) > limits.max_project_bytes:
+            self._cap_project(root)
+        self._build(root)
+        if root.tree != cache.root or now - cache.used_at > TOUCH_EVERY:
+            self._flush(touch=[root.tree], final=True)
+        self._remember(root)
+        cache.root = root.tree
+        cache.used_at = now
+        return Snapshot(
+            root.tree, root.files, root.size, self._new_objects, self._new_bytes,
+            self._changed, tuple(self._kept_out), time.perf_counter() - started,
+        )
+
+    def _rules_for(self, fd: int, rel: str, parent: Rules, names: list[str]) -> Rules:
+        if ".gitignore" not in names:
+            return parent
+        try:
+            st = os.stat(".gitignore", dir_fd=fd, follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > 1024 * 1024:
+                return parent
+            key = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            cached = self._rules_cache.get((rel, key, parent))
+            if cached is not None:
+                return cached
+            gfd, _ = self.sandbox.open_entry(fd, ".gitignore", rel + ".gitignore")
+            try:
+                text = _read(gfd, 1024 * 1024).decode("utf-8", "replace")
+            finally:
+                os.close(gfd)
+        except (OSError, ToolFailed):
+            return parent
+        rules = parent.extended(text, rel.rstrip("/"))
+        if len(self._rules_cache) > 4096:
+            self._rules_cache.clear()
+        self._rules_cache[(rel, key, parent)] = rules
+        return rules
+
+    def _scan(self, fd: int, rel: str, parent_rules: Rules, depth: int) -> _Node:
+        """Walk one directory (``rel``: "" or "a/b/") and those below it."""
+        key_rel = rel[:-1]
+        cached = self.cache.dirs.get(key_rel)
+        with os.scandir(fd) as scan:
+            listed = list(scan)
+        names = [e.name for e in listed]
+        rules = self._rules_for(fd, rel, parent_rules, names)
+        ignored: Callable[[str, bool], bool] | None = rules.ignored if rules.rules else None
+        force, force_dirs = self._force, self._force_dirs
+        keys: dict[str, Key] = {}
+        subdirs = []
+        self._entries += len(listed)
+        isreg, islnk, ifmt = _S_IFREG, _S_IFLNK, _S_IFMT
+        for entry in listed:  # the hot loop: one lstat per file, nothing else when unignored
+            if entry.is_dir(follow_symlinks=False):
+                name = entry.name
+                if name == ".git" or (ignored is not None and ignored(rel + name, True)
+                                      and rel + name not in force_dirs):
+                    continue
+                if entry.inode() in self._protected_inodes and self._protected(entry):
+                    continue
+                subdirs.append(name)
+                continue
+            if ignored is not None and ignored(rel + entry.name, False) and (
+                rel + entry.name not in force
+            ):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            mode = st.st_mode
+            kind = mode & ifmt
+            if kind in (isreg, islnk):
+                keys[entry.name] = (mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                                    st.st_ino)
+        keys.pop(".git", None)  # a worktree's .git file: git's, never the project's
+        node = _Node(key_rel, keys, {}, cached)
+        over = depth + 1 >= self.limits.max_depth or self._entries > self.limits.max_entries
+        for name in subdirs:
+            if over:
+                node.subs[name] = None
+                continue
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                node.subs[name] = None  # unreadable, or swapped for a link: not followed
+                continue
+            try:
+                st = os.fstat(child)
+                if (st.st_dev, st.st_ino) in self.sandbox.protected:
+                    continue
+                node.subs[name] = self._scan(child, f"{rel}{name}/", rules, depth + 1)
+            finally:
+                os.close(child)
+        self._judge(fd, node)
+        return node
+
+    def _protected(self, entry: os.DirEntry[str]) -> bool:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) in self.sandbox.protected
+
+    def _judge(self, fd: int, node: _Node) -> None:
+        """Decide whether ``node`` changed; read and hash its changed files (its descriptor
+        is open now)."""
+        cached = node.cached
+        subs = node.subs
+        if cached is not None and node.keys == cached.keys and len(subs) == len(cached.subs):
+            same = True
+            for name, sub in subs.items():
+                if sub is None or sub.changed or cached.subs.get(name) != sub.tree:
+                    same = False
+                    break
+            if same:
+                node.tree, node.files, node.size = cached.tree, cached.files, cached.size
+                node.entries = cached.entries
+                return
+        node.changed = True
+        self._changed += 1
+        old_keys = cached.keys if cached is not None else {}
+        old_entries = cached.entries if cached is not None else {}
+        prefix = f"{node.rel}/" if node.rel else ""
+        limit = self.limits.max_file_bytes
+        racy_after = self._start_ns - RACY_NS
+        for name, key in list(node.keys.items()):
+            if old_keys.get(name) == key and name in old_entries:
+                node.entries[name] = old_entries[name]
+                continue
+            mode, size = key[0], key[1]
+            if key[2] >= racy_after:  # mtime: see _statcache on racily clean files
+                node.keys[name] = RACY
+            if stat.S_ISLNK(mode):
+                try:
+                    data = os.fsencode(os.readlink(name, dir_fd=fd))
+                except OSError:
+                    node.keys[name] = RACY
+                    continue
+                node.entries[name] = (LINK, self._blob(data), len(data))
+                continue
+            if size > limit:
+                node.entries[name] = (OMITTED, ZERO, size)
+                self._kept_out.append(KeptOut(prefix + name, size, _too_big(size, limit)))
+                continue
+            try:
+                data, now_key = self._read_file(fd, name, prefix + name, limit)
+            except (OSError, ToolFailed) as exc:
+                node.keys.pop(name, None)
+                if not isinstance(exc, FileNotFoundError):
+                    node.entries[name] = (OMITTED, ZERO, size)
+                    node.keys[name] = RACY
+                    self._kept_out.append(KeptOut(prefix + name, size, _unreadable(exc)))
+                continue
+            if now_key != key:
+                node.keys[name] = RACY  # it changed while being read: read it again next time
+            if len(data) > limit:
+                node.entries[name] = (OMITTED, ZERO, len(data))
+                self._kept_out.append(KeptOut(prefix + name, len(data), _too_big(len(data),
+                                                                                  limit)))
+                continue
+            node.entries[name] = (EXEC if mode & 0o111 else FILE, self._blob(data), len(data))
+
+    def _read_file(self, dir_fd: int, name: str, shown: str, limit: int) -> tuple[bytes, Key]:
+        fd, _st = self.sandbox.open_entry(dir_fd, name, shown)
+        try:
+            data = _read(fd, limit)
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        return data, (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+    # -- the project cap, the trees -------------------------------------------------------
+
+    def _cap_project(self, root: _Node) -> None:
+        """Keep out the largest files until the rest fit ``max_project_bytes``."""
+        files: list[tuple[int, str, _Node, str]] = []
+
+        def gather(node: _Node) -> None:
+            prefix = f"{node.rel}/" if node.rel else ""
+            for name, (kind, _oid, size) in node.entries.items():
+                if kind in (FILE, EXEC):
+                    files.append((size, prefix + name, node, name))
+            for sub in node.subs.values():
+                if sub is not None:
+                    gather(sub)
+
+        gather(root)
+        total = sum(f[0] for f in files)
+        cap = self.limits.max_project_bytes
+        touched: set[int] = set()
+        dropped: set[bytes] = set()
+        for size, path, node, name in sorted(files, key=lambda f: (-f[0], f[1])):
+            if total <= cap:
+                break
+            total -= size
+            dropped.add(node.entries[name][1])
+            if not node.changed:
+                node.entries = dict(node.entries)
+            node.entries[name] = (OMITTED, ZERO, size)
+            self._kept_out.append(KeptOut(path, size, "over the project's size cap "
+                                          f"({cap // (1024 * 1024)} MB in all)"))
+            touched.add(id(node))
+
+        def mark(node: _Node) -> bool:
+            below = [mark(sub) for sub in node.subs.values() if sub is not None]
+            if id(node) in touched or any(below):
+                if not node.changed:
+                    node.changed = True
+                    self._changed += 1
+                return True
+            return False
+
+        mark(root)
+        kept = {oid for _size, _path, node, name in files
+                for kind, oid, _len in (node.entries[name],) if kind != OMITTED}
+        for oid in dropped - kept:  # not stored (unless already flushed: collected later)
+            found = self._pending.pop(oid, None)
+            if found is not None:
+                self._pending_bytes -= len(found[1])
+
+    def _build(self, node: _Node) -> None:
+        """Give every changed directory its tree, below first."""
+        if not node.changed:
+            return
+        entries = []
+        files = size = 0
+        for name, (kind, oid, length) in node.entries.items():
+            entries.append(Entry(name, kind, oid, length))
+            if kind != OMITTED:
+                files += 1
+                size += length
+        for name, sub in node.subs.items():
+            if sub is None:
+                entries.append(Entry(name, UNSCANNED, ZERO, 0))
+                continue
+            self._build(sub)
+            entries.append(Entry(name, DIR, sub.tree, sub.size))
+            files += sub.files
+            size += sub.size
+        encoded = encode_tree(entries)
+        node.tree = tree_oid(encoded)
+        node.files, node.size = files, size
+        self._add(node.tree, TREE, encoded)
+
+    def _blob(self, data: bytes) -> bytes:
+        oid = blob_oid(data)
+        self._add(oid, BLOB, data)
+        return oid
+
+    def _add(self, oid: bytes, kind: int, data: bytes) -> None:
+        if oid not in self._pending:
+            self._pending[oid] = (kind, data)
+            self._pending_bytes += len(data)
+            if self._pending_bytes > FLUSH_BYTES:
+                self._flush()
+
+    def _flush(self, touch: list[bytes] | None = None, *, final: bool = False) -> None:
+        """Write the pending objects the store lacks (and mark ``touch`` used)."""
+        pending, self._pending, self._pending_bytes = self._pending, {}, 0
+        missing = self.objects.missing(pending) if pending else set()
+        new = {oid: pending[oid] for oid in missing}
+        if not new and not final:
+            return
+        epoch = self.objects.save(new, touch=touch or (), epoch=self._epoch)
+        if epoch is None:
+            raise _Restart
+        self.cache.epoch = self._epoch = epoch
+        self._new_objects += len(new)
+        self._new_bytes += sum(len(data) for _kind, data in new.values())
+
+    def _remember(self, node: _Node) -> None:
+        """Put the changed directories into the stat cache."""
+        if not node.changed:
+            return
+        dirs = self.cache.dirs
+        cached = node.cached
+        if cached is not None:
+            for name in cached.subs:
+                sub = node.subs.get(name)
+                if sub is None:
+                    self.cache.forget_below(f"{node.rel}/{name}" if node.rel else name)
+        subs = {}
+        for name, sub in node.subs.items():
+            if sub is None:
+                continue
+            self._remember(sub)
+            subs[name] = sub.tree
+        dirs[node.rel] = DirState(node.tree, node.keys, node.entries, subs, node.files,
+                                  node.size)
+        self.cache.dirty = True
+
+
+def _total(node: _Node) -> int:
+    """Bytes of the files ``node`` keeps (before its tree is built)."""
+    if not node.changed:
+        return node.size
+    own = sum(size for kind, _oid, size in node.entries.values() if kind != OMITTED)
+    return own + sum(_total(sub) for sub in node.subs.values() if sub is not None)
+
+
+def _read(fd: int, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``fd`` (one more tells a file that grew too big)."""
+    chunks = []
+    size = 0
+    while size <= limit:
+        chunk = os.read(fd, min(4 * 1024 * 1024, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _too_big(size: int, limit: int) -> str:
+    return f"{_megabytes(size)}, over the {_megabytes(limit)} cap per file"
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+def _unreadable(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM):
+        return "cannot be read: permission denied"
+    return f"cannot be read: {exc}"
+

@@ -1,0 +1,273 @@
+#!/usr/bin/env python
+"""What a workspace snapshot costs, beside ``git add -A && git commit`` on a shadow repository.
+
+Run from the repository root::
+
+    python benchmarks/workspace.py               # 10,000 files, 200 turns (about 2 minutes)
+    python benchmarks/workspace.py --files 2000 --turns 50 --runs 5
+    python benchmarks/workspace.py --json
+
+A tmp project of ``--files`` files (source-like text of 200 B to 8 KB, 20 per directory, 5
+directories per level) is snapshotted into a fresh workspace store, and the same tree is
+committed to a shadow git repository (``git --git-dir=SHADOW --work-tree=PROJECT``, the way
+the peers that snapshot with git do it; the project's own files are never touched). Figures,
+each the median of ``--runs``:
+
+- **unchanged**: nothing changed since the last snapshot / commit;
+- **1 changed**, **100 changed**: that many files rewritten (new content) before each one;
+- **storage after N turns**: ``--turns`` turns, each changing 3 files and adding one every
+  10th turn, a snapshot (commit) per turn; the bytes of the workspace store file against the
+  shadow repository's objects (``du`` of the .git directory, loose objects as git leaves them,
+  and after ``git gc``), and against the tree's own size.
+
+The files are aged past the racily-clean window before the first measurement (a file written
+within 2 s of a snapshot is read again by the next one, as git does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from actors.workspace import Workspace, open_objects
+
+WORDS = ["def", "class", "return", "import", "self", "value", "result", "data", "print", "for",
+         "in", "if", "else", "while", "try", "except", "with", "open", "path", "name", "items",
+         "list", "dict", "str", "int", "None", "True", "False"]
+
+
+def _text(rng: random.Random, size: int) -> str:
+    out, total = [], 0
+    while total < size:
+        line = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 10)))
+        out.append(line)
+        total += len(line) + 1
+    return "\n".join(out) + "\n"
+
+
+def make_project(root: Path, files: int, rng: random.Random) -> list[Path]:
+    paths = []
+    for i in range(files):
+        parts = []
+        n = i // 20
+        while True:
+            parts.append(f"d{n % 5}")
+            n //= 5
+            if n == 0:
+                break
+        path = root.joinpath(*parts, f"f{i}.py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_text(rng, rng.randint(200, 8000)))
+        paths.append(path)
+    return paths
+
+
+def age(root: Path) -> None:
+    past = time.time() - 3600
+    for top, dirs, names in os.walk(root):
+        if ".git" in dirs:
+            dirs.remove(".git")
+        for name in [*dirs, *names]:
+            os.utime(os.path.join(top, name), (past, past), follow_symlinks=False)
+
+
+def lstat_walk(root: Path) -> int:
+    """The floor: an lstat of every file from Python, nothing else (as a snapshot walks)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+    def walk(fd: int) -> int:
+        n = 0
+        with os.scandir(fd) as scan:
+            entries = list(scan)
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                child = os.open(entry.name, flags, dir_fd=fd)
+                try:
+                    n += walk(child)
+                finally:
+                    os.close(child)
+            else:
+                entry.stat(follow_symlinks=False)
+                n += 1
+        return n
+
+    fd = os.open(root, flags)
+    try:
+        return walk(fd)
+    finally:
+        os.close(fd)
+
+
+def du(path: Path) -> int:
+    total = 0
+    for top, _dirs, names in os.walk(path):
+        for name in names:
+            total += os.lstat(os.path.join(top, name)).st_size
+    return total
+
+
+class Shadow:
+    """A shadow git repository over the project (the baseline)."""
+
+    def __init__(self, git_dir: Path, project: Path) -> None:
+        self.env = {**os.environ, "GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(project),
+                    "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
+                    "GIT_COMMITTER_EMAIL": "b@b"}
+        self.git_dir = git_dir
+        self.project = project
+        subprocess.run(["git", "init", "-q"], env=self.env, check=True, cwd=project)
+
+    def commit(self) -> None:
+        subprocess.run("git add -A && git commit -q --allow-empty -m turn", shell=True,
+                       env=self.env, check=True, cwd=self.project)
+
+    def gc(self) -> None:
+        subprocess.run(["git", "gc", "-q"], env=self.env, check=True, cwd=self.project)
+
+
+CPU: dict[str, float] = {}  # the same figures in CPU time (this process: user + system)
+
+
+def timed(runs: int, prepare: Callable[[], None], action: Callable[[], Any],
+          name: str = "") -> float:
+    """The median wall time of ``action`` in ms (its median CPU time goes to ``CPU[name]``).
+    On a shared machine the CPU time is the steadier figure: it leaves out the time spent
+    waiting for a core."""
+    times, cpu = [], []
+    for _ in range(runs):
+        prepare()
+        start, start_cpu = time.perf_counter(), time.process_time()
+        action()
+        cpu.append((time.process_time() - start_cpu) * 1000)
+        times.append((time.perf_counter() - start) * 1000)
+    CPU[name] = statistics.median(cpu)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if shutil.which("git") is None:
+        raise SystemExit("git is needed for the baseline")
+    rng = random.Random(1)
+    results: dict[str, Any] = {"files": args.files, "turns": args.turns, "runs": args.runs}
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        project, memory, shadow_dir = base / "project", base / "memory", base / "shadow.git"
+        project.mkdir()
+        memory.mkdir(mode=0o700)
+        paths = make_project(project, args.files, rng)
+        results["tree_bytes"] = du(project)
+        age(project)
+        time.sleep(2.1)  # ctime too is past the racily-clean window
+        workspace = Workspace(project, memory, open_objects(memory))
+        shadow = Shadow(shadow_dir, project)
+
+        start = time.perf_counter()
+        workspace.snapshot()
+        results["first_ms"] = {"workspace": (time.perf_counter() - start) * 1000}
+        start = time.perf_counter()
+        shadow.commit()
+        results["first_ms"]["git"] = (time.perf_counter() - start) * 1000
+
+        def nothing() -> None:
+            pass
+
+        results["unchanged_ms"] = {
+            "workspace": timed(args.runs, nothing, workspace.snapshot, "unchanged"),
+            "git": timed(args.runs, nothing, shadow.commit),
+            "floor": timed(args.runs, nothing, lambda: lstat_walk(project), "floor"),
+        }
+        counter = [0]
+
+        def change(n: int) -> Callable[[], None]:
+            def prepare() -> None:
+                counter[0] += 1
+                for path in rng.sample(paths, n):
+                    path.write_text(_text(rng, rng.randint(200, 8000)) + str(counter[0]))
+            return prepare
+
+        for n in (1, 100):
+            results[f"changed_{n}_ms"] = {
+                "workspace": timed(args.runs, change(n), workspace.snapshot, f"changed_{n}"),
+                "git": timed(args.runs, change(n), shadow.commit),
+            }
+        # Storage: from here, both stores see the same turns.
+        shadow.gc()
+        workspace.close()
+        workspace.objects.close()
+        store_file = memory / "workspace" / "objects.sqlite3"
+        before = {"workspace": du(memory / "workspace"), "git": du(shadow_dir)}
+        workspace = Workspace(project, memory, open_objects(memory))
+        turn_ms = []
+        for turn in range(args.turns):
+            for path in rng.sample(paths, 3):
+                with path.open("a") as f:
+                    f.write(f"# turn {turn}\n")
+            if turn % 10 == 0:
+                new = project / "added" / f"t{turn}.py"
+                new.parent.mkdir(exist_ok=True)
+                new.write_text(_text(rng, 2000))
+                paths.append(new)
+            start = time.perf_counter()
+            workspace.snapshot()
+            turn_ms.append((time.perf_counter() - start) * 1000)
+            shadow.commit()
+        workspace.close()
+        workspace.objects.close()
+        after_ws = du(memory / "workspace")
+        after_git = du(shadow_dir)
+        shadow.gc()
+        after_gc = du(shadow_dir)
+        results["storage"] = {
+            "workspace_bytes_before": before["workspace"], "workspace_bytes_after": after_ws,
+            "git_bytes_before": before["git"], "git_bytes_after": after_git,
+            "git_bytes_after_gc": after_gc, "store_file": store_file.stat().st_size,
+            "turn_snapshot_median_ms": statistics.median(turn_ms),
+        }
+    results["cpu_ms"] = CPU
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    mb = 1024 * 1024
+    print(f"project: {args.files} files, {results['tree_bytes'] / mb:.1f} MB; "
+          f"median of {args.runs} runs")
+    print(f"{'':28} {'workspace':>12} {'git add+commit':>16}")
+    for key, label in (("first_ms", "first snapshot"), ("unchanged_ms", "unchanged tree"),
+                       ("changed_1_ms", "1 file changed"),
+                       ("changed_100_ms", "100 files changed")):
+        row = results[key]
+        floor = f"   (floor, an lstat walk: {row['floor']:.1f} ms)" if "floor" in row else ""
+        print(f"{label:28} {row['workspace']:>9.1f} ms {row['git']:>13.1f} ms{floor}")
+    s = results["storage"]
+    print(f"storage after {args.turns} turns (3 files changed a turn, a file added every 10th):")
+    grown_ws = (s["workspace_bytes_after"] - s["workspace_bytes_before"]) / mb
+    grown_git = (s["git_bytes_after"] - s["git_bytes_before"]) / mb
+    grown_gc = (s["git_bytes_after_gc"] - s["git_bytes_before"]) / mb
+    print(f"{'  grown by':28} {grown_ws:>9.2f} MB {grown_git:>13.2f} MB"
+          f"  (git after gc: {grown_gc:.2f} MB)")
+    print(f"{'  in all':28} {s['workspace_bytes_after'] / mb:>9.2f} MB "
+          f"{s['git_bytes_after'] / mb:>13.2f} MB"
+          f"  (git after gc: {s['git_bytes_after_gc'] / mb:.2f} MB)")
+    print(f"{'  snapshot per turn':28} {s['turn_snapshot_median_ms']:>9.1f} ms")
+    print("CPU time of the snapshots (user + system, median): " + ", ".join(
+        f"{name} {ms:.1f} ms" for name, ms in CPU.items() if name))
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()
