@@ -13,6 +13,7 @@ import pytest
 from actors.workspace import Limits, Workspace, open_objects
 from actors.workspace._diff import Trees
 from actors.workspace._tree import OMITTED
+from tests.stores import Stores
 
 
 def _old(path: Path) -> None:
@@ -210,3 +211,36 @@ def test_a_collection_keeps_what_roots_reach_and_the_cache_survives_it(
         [e.oid for _p, e in Trees(workspace.objects).files(third.root)]) == set()
     nothing = workspace.objects.collect([], grace_seconds=3600)
     assert nothing.deleted == 0  # just used: within the grace period
+
+
+def test_objects_and_marks_live_beside_the_sessions(tmp_path: Path, stores: Stores) -> None:
+    """SQLite: a file of its own in the memory dir; PostgreSQL: tables in the session
+    database. Snapshot, mark, restore and collect the same way on both."""
+    memory = tmp_path / "memory"
+    store = stores.open(memory)
+    project = _project(tmp_path / "p", {"a.txt": "one\n", "d/b.txt": "b\n"})
+    objects = open_objects(memory, store)
+    assert (objects.db.dialect == "postgres") == stores.is_pg
+    workspace = Workspace(project, memory, objects, protected=[store.memory_dir])
+    first = workspace.snapshot()
+    objects.marks.add("s1", "message", 2, first.root)
+    _bash(project, "echo two >> a.txt; rm -r d; echo c > c.txt")
+    second = workspace.snapshot()
+    changes = workspace.diff(first.root, second.root)
+    objects.marks.add("s1", "after", 3, second.root, call_id="call_1", changes=changes)
+    assert objects.marks.sessions_changing("d") == {"s1": 1}
+    assert objects.marks.sessions_changing("a.txt") == {"s1": 1}
+    assert objects.marks.sessions_changing("a") == {}
+    plan = workspace.plan_restore(first.root, since=second.root)
+    entry, _done = workspace.begin_restore(plan, since=second.root)
+    workspace.finish_restore(entry)
+    assert (project / "a.txt").read_text() == "one\n" and not (project / "c.txt").exists()
+    assert (project / "d" / "b.txt").read_text() == "b\n"
+    assert objects.marks.roots() == {"s1": [first.root, second.root]}
+    objects.marks.forget_sessions(["s1"])
+    collected = objects.collect([], grace_seconds=-10)
+    assert collected.kept == 0 and collected.deleted > 0
+    if stores.is_pg:
+        assert not (memory / "workspace" / "objects.sqlite3").exists()
+    workspace.close()
+    objects.close()

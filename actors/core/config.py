@@ -72,3 +72,4 @@ class Settings:
     max_output_bytes: int = 32 * 1024
     preflight: bool = False  # check the endpoint in the background at start (the REPL does)
     retry_backoff: float = field(default_factory=default_retry_backoff)
+    workspace_snapshots: bool = True  # snapshot the project's files (rewind of files)

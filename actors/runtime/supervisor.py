@@ -90,6 +90,7 @@ from actors.runtime.recovery import settle_batch
 from actors.runtime.tool_executor import BatchOutcome, ToolBatch, ToolExecutor
 from actors.store import Store, timestamp
 from actors.tools import startup_warnings, tool_schemas
+from actors.workspace.keeper import SnapshotRequest, WorkspaceClient, WorkspaceKeeper
 
 SHUTDOWN_SECONDS = 15
 TOOL_SCHEMA_TOKENS = len(json.dumps(tool_schemas())) // CHARS_PER_TOKEN
@@ -133,6 +134,7 @@ class _Actors:
     model: MemoryObjectSendStream[ModelRequest]
     tools: MemoryObjectSendStream[ToolBatch]
     compactor: MemoryObjectSendStream[CompactRequest]
+    workspace: WorkspaceClient
     tasks: anyio.abc.TaskGroup
 
 
@@ -253,6 +255,8 @@ class Supervisor:
         model_send, model_receive = anyio.create_memory_object_stream[ModelRequest](4)
         tools_send, tools_receive = anyio.create_memory_object_stream[ToolBatch](1)
         compact_send, compact_receive = anyio.create_memory_object_stream[CompactRequest](1)
+        files_send, files_receive = anyio.create_memory_object_stream[SnapshotRequest](32)
+        workspace = WorkspaceClient(files_send)
         model = ModelClient(base_url=settings.base_url, api_key=settings.api_key,
                             model=settings.model, timeout=settings.llm_timeout,
                             events=self._events, preflight=settings.preflight,
@@ -264,7 +268,11 @@ class Supervisor:
             memory_dir=settings.memory_dir, store=self._store,
             writer=CheckpointClient(writer_send.clone(), self.session_id),
             events=self._events, planning=self._context.planning.copy(),
+            workspace=workspace.clone(),
         )
+        keeper = WorkspaceKeeper(project=settings.sandbox_dir, memory_dir=settings.memory_dir,
+                                 store=self._store, session_id=self.session_id,
+                                 events=self._events, enabled=settings.workspace_snapshots)
         compactor = Compactor(max_context_tokens=settings.max_context_tokens,
                               model_inbox=model_send.clone())
         async with anyio.create_task_group() as tg:
@@ -272,8 +280,9 @@ class Supervisor:
             await tg.start(model.run, model_receive)
             await tg.start(executor.run, tools_receive)
             await tg.start(compactor.run, compact_receive)
+            await tg.start(keeper.run, files_receive)
             self._actors = _Actors(CheckpointClient(writer_send, self.session_id), model_send,
-                                   tools_send, compact_send, tg)
+                                   tools_send, compact_send, workspace, tg)
             try:
                 yield
             finally:
@@ -281,6 +290,7 @@ class Supervisor:
                     self._compaction.job.cancel("the harness is exiting")
                 for stream in (tools_send, model_send, compact_send, writer_send):
                     stream.close()
+                workspace.close()
 
     def _running(self) -> _Actors:
         if self._actors is None:
@@ -355,6 +365,8 @@ class Supervisor:
             message[SHOWN] = shown
         context.messages.append(message)
         await self._checkpoint()
+        number = await anyio.to_thread.run_sync(self._message_number)
+        self._running().workspace.note("message", message=number)  # kept while the model thinks
         for _ in range(self._settings.max_turns):
             if turn.cancelled:
                 return TurnResult("interrupted", turn.reason)
@@ -403,6 +415,10 @@ class Supervisor:
             f"Stopped after {self._settings.max_turns} model requests for this message "
             "(--max-turns). Send another message to go on."
         )
+
+    def _message_number(self) -> int:
+        """The number of the session's latest saved message (as --info numbers them)."""
+        return int(self._store.info(self.session_id).transcript_messages)
 
     def _answer_unstarted_calls(self) -> None:
         """After a turn that stopped between the model's tool calls and their batch (its

@@ -60,6 +60,7 @@ from actors.tools import (
     validate_arguments,
 )
 from actors.tools._base import ProcessGroup
+from actors.workspace.keeper import SNAPSHOT_TOOLS, WorkspaceClient
 
 Status = Literal[
     "done", "failed", "denied", "interrupted", "timed_out", "not_started", "over_limit"
@@ -160,6 +161,7 @@ class ToolExecutor:
         events: EventSink,
         planning: Planning,
         tools: dict[str, Tool] | None = None,
+        workspace: WorkspaceClient | None = None,
     ) -> None:
         self.mode = mode
         self.timeout = timeout
@@ -171,6 +173,7 @@ class ToolExecutor:
         self._events = events
         self._planning = planning
         self._tools = TOOLS if tools is None else tools
+        self._workspace = workspace  # snapshots before and after side-effecting calls
 
     async def run(
         self,
@@ -196,6 +199,8 @@ class ToolExecutor:
                     await answer(batch.reply, outcome)
             finally:
                 self._writer.close()
+                if self._workspace is not None:
+                    self._workspace.close()
 
     async def run_batch(self, batch: ToolBatch, outcome: BatchOutcome) -> None:
         """Decide one outcome per call of ``batch`` into ``outcome`` (see the module doc)."""
@@ -293,16 +298,24 @@ class ToolExecutor:
                     f"Denied: the user did not approve {_describe_call(name, args)}.{said} "
                     "Do not retry it unchanged; ask the user what to do instead.",
                 )
+        workspace = self._workspace if name in SNAPSHOT_TOOLS else None
+        if workspace is not None:  # the files as they are before it runs, kept first
+            await workspace.snapshot("before", running.call_id, name)
         await self._writer.mark_started([running.call_id])
         running.context, running.started_at = context, time.monotonic()
-        with anyio.move_on_after(self.timeout) as deadline:
-            try:
-                text = await tool.run(context, args)
-                status: Status = "done"
-            except ToolFailed as exc:
-                text, status = f"Error: {exc}", "failed"
-            except Exception as exc:  # a tool bug must not take the harness down
-                text, status = f"Error: the tool crashed ({type(exc).__name__}: {exc}).", "failed"
+        try:
+            with anyio.move_on_after(self.timeout) as deadline:
+                try:
+                    text = await tool.run(context, args)
+                    status: Status = "done"
+                except ToolFailed as exc:
+                    text, status = f"Error: {exc}", "failed"
+                except Exception as exc:  # a tool bug must not take the harness down
+                    text = f"Error: the tool crashed ({type(exc).__name__}: {exc})."
+                    status = "failed"
+        finally:  # done, failed, timed out or interrupted: what it changed is recorded
+            if workspace is not None:
+                workspace.note("after", running.call_id, name)
         if deadline.cancelled_caught:
             seen = "".join(context.progress)
             text = (

@@ -1,0 +1,255 @@
+"""The workspace keeper: the actor that owns the project's snapshots for one run.
+
+It alone holds the :class:`~actors.workspace.Workspace` of the project (its stat cache, its
+lock, its journal) and writes this session's marks (:mod:`._marks`); everyone else asks it
+through its inbox with a :class:`WorkspaceClient`:
+
+- the supervisor, after a user message is checkpointed: ``note("message")``, without waiting
+  (the snapshot runs while the model thinks; requests are served in order, so it is taken
+  before any tool of that turn runs);
+- the tool executor, before a side-effecting call (``write_file``, ``edit_file``,
+  ``run_bash``) runs: ``await snapshot("before", call_id)``, which answers when the files are
+  kept; and after it, whatever its outcome (done, failed, timed out, interrupted):
+  ``note("after", call_id)``. The keeper records what the call created, changed and deleted,
+  and tells the front end what a shell command changed (a :class:`Notice`).
+
+Opening the workspace (reading the stat cache) and finishing a rewind that a crash cut short
+happen in the keeper's task after it has started, so the prompt never waits for them.
+Snapshots are a safety net, never a reason to stop a turn: when one cannot be taken (a full
+disk, an unreadable project), the front end is told once and the turn goes on; requests are
+then answered ``None``.
+
+Cancellation: each snapshot runs in a worker thread that is never abandoned, so a mark is
+recorded whole or not at all; a caller that stops waiting (Ctrl-C) leaves it to finish.
+When the keeper is cancelled, requests still queued are dropped (the next run's first
+snapshot sees their changes); the stat cache is written in a shielded, bounded cleanup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from actors.core.errors import HarnessError, StorageError, ToolFailed
+from actors.core.events import EventSink, Notice
+from actors.core.mailbox import answer, ask
+from actors.workspace._diff import Change
+from actors.workspace._snapshot import KeptOut, Limits
+from actors.workspace._workspace import Workspace, open_objects
+
+if TYPE_CHECKING:
+    from actors.store import Store
+
+SNAPSHOT_TOOLS = frozenset({"write_file", "edit_file", "run_bash"})
+CLEANUP_SECONDS = 10
+Kind = Literal["message", "before", "after"]
+SHOWN_PATHS = 6  # paths named in a notice of what a command changed
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A snapshot the keeper took and recorded."""
+
+    root: bytes
+    message: int  # the session's message number it belongs to
+    changes: tuple[Change, ...]  # since the call's "before" (after), or the last mark
+    kept_out: tuple[KeptOut, ...]
+    seconds: float
+
+
+@dataclass
+class SnapshotRequest:
+    kind: Kind
+    call_id: str = ""
+    tool: str = ""
+    message: int = 0  # the session's message number (0: the keeper looks it up)
+    reply: MemoryObjectSendStream[Taken | HarnessError | None] | None = None
+
+
+class WorkspaceClient:
+    """How the supervisor and the executor ask the keeper (each holds its own clone)."""
+
+    def __init__(self, inbox: MemoryObjectSendStream[SnapshotRequest]) -> None:
+        self._inbox = inbox
+
+    def clone(self) -> WorkspaceClient:
+        return WorkspaceClient(self._inbox.clone())
+
+    def close(self) -> None:
+        self._inbox.close()
+
+    def note(self, kind: Kind, call_id: str = "", tool: str = "", message: int = 0) -> None:
+        """Ask for a snapshot without waiting (never blocks, never raises: a request that
+        does not fit is dropped, and the next snapshot sees its changes). ``message``: the
+        number of the user message a ``message`` snapshot belongs to."""
+        with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError,
+                                 anyio.BrokenResourceError):
+            self._inbox.send_nowait(SnapshotRequest(kind, call_id, tool, message))
+
+    async def snapshot(self, kind: Kind, call_id: str = "", tool: str = "") -> Taken | None:
+        """Take a snapshot and wait for it (None: snapshots are off, or this one failed)."""
+        try:
+            result: Taken | None = await ask(
+                self._inbox, lambda reply: SnapshotRequest(kind, call_id, tool, 0, reply),
+                "workspace keeper",
+            )
+        except HarnessError:
+            return None
+        return result
+
+
+def describe_changes(changes: Sequence[Change], shown: int = SHOWN_PATHS) -> str:
+    """``created a, b; changed c; deleted d`` (files only; the rest counted)."""
+    groups: dict[str, list[str]] = {"added": [], "modified": [], "deleted": []}
+    for change in changes:
+        if not change.is_dir:
+            groups[change.status].append(change.path)
+    parts = []
+    left = shown
+    for status, word in (("added", "created"), ("modified", "changed"), ("deleted", "deleted")):
+        paths = groups[status]
+        if not paths:
+            continue
+        named = paths[: max(left, 1)]
+        left -= len(named)
+        more = f" and {len(paths) - len(named)} more" if len(paths) > len(named) else ""
+        parts.append(f"{word} {', '.join(named)}{more}")
+    return "; ".join(parts)
+
+
+@dataclass
+class _State:
+    workspace: Workspace | None = None
+    last_root: bytes | None = None  # the session's latest mark's root
+    before: dict[str, tuple[bytes, int]] = field(default_factory=dict)  # call id -> its
+    # "before" root and message number
+    warned: set[str] = field(default_factory=set)
+
+
+class WorkspaceKeeper:
+    """The actor (see the module doc); :meth:`run` serves the inbox."""
+
+    def __init__(
+        self,
+        *,
+        project: Path,
+        memory_dir: Path,
+        store: Store,
+        session_id: str,
+        events: EventSink,
+        limits: Limits | None = None,
+        enabled: bool = True,
+    ) -> None:
+        self._project = project
+        self._memory_dir = memory_dir
+        self._store = store
+        self._session_id = session_id
+        self._events = events
+        self._limits = limits
+        self._enabled = enabled
+        self._state = _State()
+
+    async def run(
+        self,
+        inbox: MemoryObjectReceiveStream[SnapshotRequest],
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        async with inbox:
+            task_status.started()
+            try:
+                if self._enabled:
+                    await self._open()
+                async for request in inbox:
+                    result = await self._serve(request) if self._state.workspace else None
+                    if request.reply is not None:
+                        await answer(request.reply, result)
+            finally:
+                with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
+                    await anyio.to_thread.run_sync(self._close)
+
+    # -- in the keeper's task -------------------------------------------------------------
+
+    async def _open(self) -> None:
+        try:
+            said = await anyio.to_thread.run_sync(self._open_blocking)
+        except (StorageError, ToolFailed) as exc:
+            await self._warn("open", f"Workspace snapshots are off for this run: {exc} "
+                             "Files changed from now on cannot be rewound.")
+            return
+        if said:
+            await self._events.send(Notice(said, "warning"))
+
+    async def _serve(self, request: SnapshotRequest) -> Taken | None:
+        try:
+            taken = await anyio.to_thread.run_sync(self._take, request)
+        except (StorageError, ToolFailed, OSError) as exc:
+            await self._warn("snapshot", f"A workspace snapshot failed ({exc}); the files "
+                             "of this point cannot be rewound. The session goes on.")
+            return None
+        for kept in taken.kept_out:
+            await self._warn(f"kept out {kept.path}",
+                             f"Not kept in the workspace snapshots: {kept}; a rewind leaves "
+                             "it as it is.")
+        if request.kind == "after" and request.tool == "run_bash" and taken.changes:
+            await self._events.send(Notice(f"The command {describe_changes(taken.changes)}."))
+        return taken
+
+    async def _warn(self, key: str, text: str) -> None:
+        if key not in self._state.warned:
+            self._state.warned.add(key)
+            await self._events.send(Notice(text, "warning"))
+
+    # -- in worker threads (one at a time: the keeper waits for each) ---------------------
+
+    def _open_blocking(self) -> str | None:
+        objects = open_objects(self._memory_dir, self._store)
+        workspace = Workspace(self._project, self._memory_dir, objects, limits=self._limits,
+                              protected=[self._store.memory_dir])
+        state = self._state
+        state.workspace = workspace
+        latest = objects.marks.latest(self._session_id)
+        state.last_root = latest.root if latest is not None else None
+        recovered = workspace.recover(lambda entry: objects.marks.rewind_recorded(entry.id))
+        return None if recovered is None else str(recovered)
+
+    def _message_number(self) -> int:
+        return int(self._store.info(self._session_id).transcript_messages)
+
+    def _take(self, request: SnapshotRequest) -> Taken:
+        state = self._state
+        workspace = state.workspace
+        assert workspace is not None
+        snap = workspace.snapshot()
+        since, number = state.last_root, request.message
+        if request.kind == "after" and request.call_id in state.before:
+            since, number = state.before.pop(request.call_id)
+        if not number:  # "before": the batch's assistant message is the latest one saved
+            number = self._message_number()
+        changes = tuple(workspace.diff(since, snap.root)) if since != snap.root else ()
+        workspace.objects.marks.add(
+            self._session_id, request.kind, number, snap.root, call_id=request.call_id,
+            changes=changes if request.kind == "after" else (),
+            detail={"tool": request.tool} if request.tool else None,
+        )
+        if request.kind == "before":
+            state.before[request.call_id] = (snap.root, number)
+        state.last_root = snap.root
+        if snap.changed_dirs:
+            workspace.save_cache()
+        return Taken(snap.root, number, changes, snap.kept_out, snap.seconds)
+
+    def _close(self) -> None:
+        workspace, self._state.workspace = self._state.workspace, None
+        if workspace is not None:
+            with contextlib.suppress(OSError, StorageError):
+                workspace.close()
+            workspace.objects.close()

@@ -1,0 +1,139 @@
+"""Workspace snapshots wired through the runtime: a real supervisor against the scripted
+server, real tools and real shell commands in a tmp project, on asyncio and trio."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from actors.core.config import Mode
+from actors.core.events import Notice, ToolCallStarted
+from actors.store import SessionStore
+from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
+from actors.workspace import open_objects
+from actors.workspace._diff import Trees
+from tests.runtime import running, settings_for, wait_for
+
+pytestmark = pytest.mark.anyio
+
+
+def _files(memory: Path, root: bytes) -> dict[str, bytes]:
+    objects = open_objects(memory)
+    try:
+        trees = Trees(objects)
+        return {p: objects.load(e.oid) for p, e in trees.files(root) if e.is_content}
+    finally:
+        objects.close()
+
+
+async def test_snapshots_at_each_message_and_around_each_side_effecting_call(
+    tmp_path: Path,
+) -> None:
+    script = [
+        Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "one\n"})]),
+        Reply(tool_calls=[ToolCall("run_bash", {
+            "command": "echo two >> a.txt; rm old.txt; mkdir -p made; echo m > made/m.txt"})]),
+        Reply(tool_calls=[ToolCall("read_file", {"path": "a.txt"})]),
+        Reply("Done."),
+        Reply("Nothing to do."),
+    ]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url, mode=Mode.SKIP_PERMISSIONS)
+        project = settings.sandbox_dir
+        (project / "old.txt").write_text("old\n")
+        async with running(settings) as (sup, rec):
+            assert (await sup.run_turn("Make the files")).ok
+            (project / "a.txt").write_text("edited by hand\n")
+            assert (await sup.run_turn("And now?")).ok
+            session = sup.session_id
+        server.assert_done()
+    objects = open_objects(settings.memory_dir)
+    marks = objects.marks.of_session(session)
+    objects.close()
+    kinds = [(m.kind, m.detail.get("tool", "")) for m in marks]
+    assert kinds == [("message", ""), ("before", "write_file"), ("after", "write_file"),
+                     ("before", "run_bash"), ("after", "run_bash"), ("message", "")]
+    transcript = SessionStore(settings.memory_dir).load_session(session)["transcript"]
+    first, second = marks[0].message, marks[-1].message
+    assert transcript[first - 1] == {"role": "user", "content": "Make the files"}
+    assert transcript[second - 1] == {"role": "user", "content": "And now?"}
+    assert _files(settings.memory_dir, marks[0].root) == {"old.txt": b"old\n"}
+    assert _files(settings.memory_dir, marks[4].root) == {
+        "a.txt": b"one\ntwo\n", "made/m.txt": b"m\n"}
+    assert _files(settings.memory_dir, marks[-1].root) == {
+        "a.txt": b"edited by hand\n", "made/m.txt": b"m\n"}
+    bash_call = next(e.call_id for e in rec.of(ToolCallStarted) if e.name == "run_bash")
+    assert marks[3].call_id == marks[4].call_id == bash_call
+    objects = open_objects(settings.memory_dir)
+    changed = objects.marks.paths([marks[2].seq, marks[4].seq])
+    objects.close()
+    assert changed[marks[2].seq] == [("a.txt", "added")]
+    assert changed[marks[4].seq] == [("a.txt", "modified"), ("made/m.txt", "added"),
+                                     ("old.txt", "deleted")]
+    notices = [n.text for n in rec.of(Notice)]
+    assert "The command created made/m.txt; changed a.txt; deleted old.txt." in notices
+
+
+async def test_an_interrupted_command_still_records_what_it_changed(tmp_path: Path) -> None:
+    script = [
+        Reply(tool_calls=[ToolCall("run_bash", {
+            "command": "echo started > half.txt; echo 1 > ready; sleep 60"})]),
+    ]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url, mode=Mode.SKIP_PERMISSIONS)
+        project = settings.sandbox_dir
+        async with running(settings) as (sup, _rec):
+            async with anyio.create_task_group() as tg:
+
+                async def abort_when_ready() -> None:
+                    await anyio.to_thread.run_sync(wait_for, project / "ready")
+                    sup.abort()
+
+                tg.start_soon(abort_when_ready)
+                with anyio.fail_after(30):
+                    result = await sup.run_turn("Start something long")
+            assert result.outcome == "interrupted"
+            session = sup.session_id
+    objects = open_objects(settings.memory_dir)
+    marks = objects.marks.of_session(session)
+    after = [m for m in marks if m.kind == "after"]
+    assert len(after) == 1
+    assert objects.marks.paths([after[0].seq])[after[0].seq] == [
+        ("half.txt", "added"), ("ready", "added")]
+    objects.close()
+
+
+async def test_snapshots_can_be_turned_off(tmp_path: Path) -> None:
+    script = [
+        Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "x"})]),
+        Reply("Done."),
+    ]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url, mode=Mode.SKIP_PERMISSIONS,
+                                workspace_snapshots=False)
+        async with running(settings) as (sup, _rec):
+            assert (await sup.run_turn("Write")).ok
+            session = sup.session_id
+    assert not (settings.memory_dir / "workspace").exists() or not open_objects(
+        settings.memory_dir).marks.of_session(session)
+
+
+async def test_a_snapshot_that_cannot_be_taken_warns_once_and_the_turn_goes_on(
+    tmp_path: Path,
+) -> None:
+    script = [
+        Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "x"})]),
+        Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "y"})]),
+        Reply("Done."),
+    ]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url, mode=Mode.SKIP_PERMISSIONS)
+        settings.memory_dir.mkdir(parents=True, exist_ok=True)
+        (settings.memory_dir / "workspace").write_text("not a directory")
+        async with running(settings) as (sup, rec):
+            assert (await sup.run_turn("Write two files")).ok
+    assert (settings.sandbox_dir / "b.txt").read_text() == "y"
+    warnings = [n.text for n in rec.of(Notice) if "snapshots are off" in n.text]
+    assert len(warnings) == 1
