@@ -183,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_argument("--export", metavar="ID", help="print a session as JSON or markdown")
     commands.add_argument("--import", dest="import_paths", nargs="+", metavar="PATH",
                           help="import exported or older JSON records (files or directories)")
+    commands.add_argument("--rewind", metavar="ID",
+                          help="bring a session's project files back to what they were at "
+                          "user message --to N (with --files), or --undo the last rewind")
     commands.add_argument("--compact", dest="compact_id", metavar="ID",
                           help="compact a session now (needs the model: one summary call)")
     commands.add_argument("--doctor", action="store_true",
@@ -205,6 +208,29 @@ def build_parser() -> argparse.ArgumentParser:
                           "sessions into new ones (originals are never edited)")
     sessions.add_argument("--format", choices=["json", "markdown"], default=None,
                           help="with --export (default: json)")
+    rewind = parser.add_argument_group("rewind (with --rewind ID)")
+    rewind.add_argument("--to", type=_positive_int, metavar="N",
+                        help="the user message to go back to (numbered as --info shows)")
+    what = rewind.add_mutually_exclusive_group()
+    what.add_argument("--files", dest="rewind_what", action="store_const", const="files",
+                      help="the project's files only; with --info ID, --export ID: the "
+                      "files each tool call changed; with --search PATH: the sessions whose "
+                      "tool calls changed PATH")
+    what.add_argument("--conversation", dest="rewind_what", action="store_const",
+                      const="conversation", help="the conversation only")
+    what.add_argument("--both", dest="rewind_what", action="store_const", const="both",
+                      help="the files and the conversation")
+    rewind.add_argument("--undo", action="store_true",
+                        help="undo the session's last rewind of files")
+    rewind.add_argument("--dry-run", action="store_true",
+                        help="show what would change (a diffstat) and change nothing")
+    rewind.add_argument("--diff", action="store_true",
+                        help="with --info ID --files: each call's diff too")
+    run.add_argument("--no-snapshots", action="store_true",
+                     help="keep no workspace snapshots this run (the files cannot be rewound)")
+    storage.add_argument("--snapshot-days", type=_positive_float, default=30.0, metavar="D",
+                         help="keep workspace snapshots this many days (each session's newest "
+                         "is always kept; default: 30)")
     return parser
 
 
@@ -225,6 +251,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         price_out=args.price_out,
         max_context_tokens=args.max_context_tokens,
         compact_threshold=args.compact_threshold,
+        workspace_snapshots=not args.no_snapshots,
+        snapshot_retention_days=args.snapshot_days,
     )
 
 
@@ -249,11 +277,20 @@ def run_session_command(
             store, include_archived=args.include_archived, as_json=args.json,
             project_root=project_scope(args, settings),
         )
+    if args.search is not None and args.rewind_what == "files":
+        from repl.files_report import search_path
+
+        return search_path(store, args.search, memory_dir=_memory_dir(args), as_json=args.json)
     if args.search is not None:
         return session_commands.search_sessions(
             store, args.search, include_archived=args.include_archived, as_json=args.json,
             project_root=project_scope(args, settings),
         )
+    if args.info and args.rewind_what == "files":
+        from repl.files_report import show_files
+
+        return show_files(store, args.info, memory_dir=_memory_dir(args),
+                          with_diff=args.diff, as_json=args.json)
     if args.info:
         return session_commands.show_info(store, args.info, as_json=args.json)
     if args.rename:
@@ -266,14 +303,22 @@ def run_session_command(
         return session_commands.set_archived(store, args.unarchive, False)
     if args.delete:
         return session_commands.delete(store, args.delete, yes=args.yes)
+    if args.export and args.rewind_what == "files":
+        from repl.files_report import export_with_files
+
+        return export_with_files(store, args.export, memory_dir=_memory_dir(args),
+                                 fmt=args.format or "json")
     if args.export:
         return session_commands.export(store, args.export, fmt=args.format or "json")
     if args.import_paths:
         return session_commands.import_(store, args.import_paths)
+    if args.rewind:
+        return _rewind(args, store)
     return None
 
 
-_ID_ARGUMENTS = ("info", "fork", "archive", "unarchive", "delete", "export", "compact_id")
+_ID_ARGUMENTS = ("info", "fork", "archive", "unarchive", "delete", "export", "compact_id",
+                 "rewind")
 
 
 def resolve_ids(args: argparse.Namespace, store: Store) -> None:
@@ -290,7 +335,29 @@ def resolve_ids(args: argparse.Namespace, store: Store) -> None:
 
 
 _SESSION_COMMANDS = ("list_sessions", "search", "info", "rename", "fork", "archive",
-                     "unarchive", "delete", "export", "import_paths", "compact_id", "doctor")
+                     "unarchive", "delete", "export", "import_paths", "compact_id", "doctor",
+                     "rewind")
+
+
+def _memory_dir(args: argparse.Namespace) -> Path:
+    return settings_from(args).memory_dir
+
+
+def _rewind(args: argparse.Namespace, store: Store) -> int:
+    from repl.rewind import rewind_files
+
+    if args.rewind_what in ("conversation", "both"):
+        raise UsageError("Rewinding the conversation headless is not available yet; rewind "
+                         "the files with --files, and the conversation with --fork ID --at N.")
+    if args.undo == (args.to is not None):
+        raise UsageError("--rewind ID needs --to N (the user message to go back to) or "
+                         "--undo.")
+    if not args.undo and args.rewind_what is None:
+        raise UsageError("Say what to rewind: --files (the project's files).")
+    settings = settings_from(args)
+    return rewind_files(store, args.rewind, memory_dir=settings.memory_dir,
+                        project=settings.sandbox_dir, to=args.to, undo=args.undo,
+                        dry_run=args.dry_run, as_json=args.json)
 
 
 def _check_combinations(args: argparse.Namespace) -> None:
@@ -306,8 +373,8 @@ def _check_combinations(args: argparse.Namespace) -> None:
         raise UsageError("--yes only confirms --delete.")
     if args.repair and not args.doctor:
         raise UsageError("--repair goes with --doctor.")
-    if args.json and command not in ("list_sessions", "search", "info"):
-        raise UsageError("--json goes with --list-sessions, --search or --info.")
+    if args.json and command not in ("list_sessions", "search", "info", "rewind"):
+        raise UsageError("--json goes with --list-sessions, --search, --info or --rewind.")
     if args.format is not None and command != "export":
         raise UsageError("--format goes with --export.")
     if args.include_archived and command not in ("list_sessions", "search"):
@@ -316,6 +383,16 @@ def _check_combinations(args: argparse.Namespace) -> None:
         raise UsageError("--all goes with --list-sessions or --search.")
     if args.at is not None and command != "fork":
         raise UsageError("--at N goes with --fork ID.")
+    files_view = args.rewind_what == "files" and (args.info or args.export
+                                                  or args.search is not None)
+    rewind_flags = [flag for flag, on in (
+        ("--to", args.to is not None),
+        ("--files/--conversation/--both", args.rewind_what and not files_view),
+        ("--undo", args.undo), ("--dry-run", args.dry_run)) if on]
+    if rewind_flags and not args.rewind:
+        raise UsageError(f"{', '.join(rewind_flags)} go(es) with --rewind ID.")
+    if args.diff and not (args.info and args.rewind_what == "files"):
+        raise UsageError("--diff goes with --info ID --files.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -324,8 +401,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_combinations(args)
         settings = settings_from(args)
         if args.doctor:
-            return session_commands.doctor(settings.memory_dir, repair=args.repair,
-                                           store_url=settings.store_url)
+            checked = session_commands.doctor(settings.memory_dir, repair=args.repair,
+                                              store_url=settings.store_url)
+            from repl.files_report import doctor_snapshots
+
+            return max(checked, doctor_snapshots(settings, repair=args.repair))
         store = open_store(settings)
         try:
             resolve_ids(args, store)

@@ -237,7 +237,7 @@ def test_export_json_and_markdown_then_import(
         (("--compact-threshold", "nan"), "expected a fraction such as 0.8"),
         (("--yes",), "--yes only confirms --delete"),
         (("--search", "  "), "needs some words"),
-        (("--json",), "--json goes with --list-sessions, --search or --info"),
+        (("--json",), "--json goes with --list-sessions, --search, --info or --rewind"),
         (("--format", "markdown"), "--format goes with --export"),
         (("--include-archived",), "--include-archived goes with --list-sessions or --search"),
         (("--all",), "--all goes with --list-sessions"),

@@ -137,3 +137,38 @@ async def test_a_snapshot_that_cannot_be_taken_warns_once_and_the_turn_goes_on(
     assert (settings.sandbox_dir / "b.txt").read_text() == "y"
     warnings = [n.text for n in rec.of(Notice) if "snapshots are off" in n.text]
     assert len(warnings) == 1
+
+
+async def test_the_running_session_rewinds_its_files_through_the_keeper(
+    tmp_path: Path,
+) -> None:
+    script = [
+        Reply(tool_calls=[ToolCall("run_bash", {"command": "echo b > b.txt; rm a.txt"})]),
+        Reply("Done."),
+        Reply("Rewound, then?"),
+    ]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url, mode=Mode.SKIP_PERMISSIONS)
+        project = settings.sandbox_dir
+        (project / "a.txt").write_text("a\n")
+        async with running(settings) as (sup, _rec):
+            assert (await sup.run_turn("Change things")).ok
+            objects = open_objects(settings.memory_dir)
+            first = objects.marks.of_session(sup.session_id)[0].message
+            objects.close()
+            plan = await sup.plan_files_rewind(first)
+            assert {(s.change.path, s.change.status) for s in plan.restore.stats} == {
+                ("a.txt", "added"), ("b.txt", "deleted")}
+            assert (project / "b.txt").exists()  # planning writes nothing
+            done = await sup.rewind_files(plan)
+            assert sorted(p.name for p in project.iterdir()) == ["a.txt"]
+            assert (await sup.run_turn("What now?")).ok  # the session goes on
+            undo = await sup.plan_files_rewind(0)
+            assert undo.undo and undo.restore.undo.root == done.mark.root
+            await sup.rewind_files(undo)
+            assert sorted(p.name for p in project.iterdir()) == ["b.txt"]
+            session = sup.session_id
+    objects = open_objects(settings.memory_dir)
+    kinds = [m.kind for m in objects.marks.of_session(session)]
+    objects.close()
+    assert kinds == ["message", "before", "after", "rewind", "message", "rewind"]

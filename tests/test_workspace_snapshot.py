@@ -12,6 +12,7 @@ import pytest
 
 from actors.workspace import Limits, Workspace, open_objects
 from actors.workspace._diff import Trees
+from actors.workspace._housekeeping import collect, due
 from actors.workspace._tree import OMITTED
 from tests.stores import Stores
 
@@ -244,3 +245,21 @@ def test_objects_and_marks_live_beside_the_sessions(tmp_path: Path, stores: Stor
         assert not (memory / "workspace" / "objects.sqlite3").exists()
     workspace.close()
     objects.close()
+
+
+def test_retention_drops_old_marks_but_each_sessions_newest(tmp_path: Path,
+                                                            memory: Path) -> None:
+    project = _project(tmp_path / "p", {"a.txt": "1"})
+    workspace = _workspace(project, memory)
+    roots = []
+    for i in range(3):
+        (project / "a.txt").write_text(f"version {i}")
+        roots.append(workspace.snapshot().root)
+        workspace.objects.marks.add("s1", "message", i + 2, roots[-1])
+    workspace.objects.marks.add("s2", "message", 2, roots[0])
+    done = collect(workspace.objects, lambda _sid: True, retention_days=0, grace_seconds=-10)
+    assert done.marks_expired == 2 and done.sessions_gone == 0
+    assert [m.root for m in workspace.objects.marks.of_session("s1")] == [roots[2]]
+    assert [m.root for m in workspace.objects.marks.of_session("s2")] == [roots[0]]
+    assert workspace.has(roots[0]) and workspace.has(roots[2]) and not workspace.has(roots[1])
+    assert not due(workspace.objects)

@@ -73,3 +73,5 @@ class Settings:
     preflight: bool = False  # check the endpoint in the background at start (the REPL does)
     retry_backoff: float = field(default_factory=default_retry_backoff)
     workspace_snapshots: bool = True  # snapshot the project's files (rewind of files)
+    snapshot_retention_days: float = 30.0  # older snapshots are collected (each session's
+    # newest is kept)

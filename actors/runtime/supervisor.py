@@ -90,7 +90,8 @@ from actors.runtime.recovery import settle_batch
 from actors.runtime.tool_executor import BatchOutcome, ToolBatch, ToolExecutor
 from actors.store import Store, timestamp
 from actors.tools import startup_warnings, tool_schemas
-from actors.workspace.keeper import SnapshotRequest, WorkspaceClient, WorkspaceKeeper
+from actors.workspace import RewindPlan, Rewound
+from actors.workspace.keeper import Request, WorkspaceClient, WorkspaceKeeper
 
 SHUTDOWN_SECONDS = 15
 TOOL_SCHEMA_TOKENS = len(json.dumps(tool_schemas())) // CHARS_PER_TOKEN
@@ -255,7 +256,7 @@ class Supervisor:
         model_send, model_receive = anyio.create_memory_object_stream[ModelRequest](4)
         tools_send, tools_receive = anyio.create_memory_object_stream[ToolBatch](1)
         compact_send, compact_receive = anyio.create_memory_object_stream[CompactRequest](1)
-        files_send, files_receive = anyio.create_memory_object_stream[SnapshotRequest](32)
+        files_send, files_receive = anyio.create_memory_object_stream[Request](32)
         workspace = WorkspaceClient(files_send)
         model = ModelClient(base_url=settings.base_url, api_key=settings.api_key,
                             model=settings.model, timeout=settings.llm_timeout,
@@ -272,7 +273,8 @@ class Supervisor:
         )
         keeper = WorkspaceKeeper(project=settings.sandbox_dir, memory_dir=settings.memory_dir,
                                  store=self._store, session_id=self.session_id,
-                                 events=self._events, enabled=settings.workspace_snapshots)
+                                 events=self._events, enabled=settings.workspace_snapshots,
+                                 retention_days=settings.snapshot_retention_days)
         compactor = Compactor(max_context_tokens=settings.max_context_tokens,
                               model_inbox=model_send.clone())
         async with anyio.create_task_group() as tg:
@@ -610,6 +612,21 @@ class Supervisor:
         await self._checkpoint()
         new_id: str = await self._running().writer.call(lambda s, sid: s.fork(sid))
         return new_id
+
+    async def plan_files_rewind(self, to: int) -> RewindPlan:
+        """What bringing the project's files back to user message ``to`` would do (0: undo
+        the last rewind of files): a diffstat, hand edits flagged. Nothing is changed."""
+        if self._turn is not None:
+            raise UsageError("Wait for the turn to end (or interrupt it) before a rewind.")
+        return await self._running().workspace.plan_rewind(to)
+
+    async def rewind_files(self, plan: RewindPlan) -> Rewound:
+        """Carry out ``plan`` (done or not started; :class:`RestoreFailed` says whether the
+        files were put back). The files as they were are kept first, so
+        ``plan_files_rewind(0)`` can undo it."""
+        if self._turn is not None:
+            raise UsageError("Wait for the turn to end (or interrupt it) before a rewind.")
+        return await self._running().workspace.rewind(plan)
 
     async def set_title(self, title: str) -> None:
         title = title.strip()

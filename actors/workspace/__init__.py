@@ -18,7 +18,10 @@ Layout::
     _diff.py       changes between snapshots, diffstat, unified diff
     _restore.py    the plan (with hand edits flagged) and the confined writes
     _journal.py    the rewind journal: done or not started
+    _marks.py      which snapshot belongs to which message or call of which session
     _workspace.py  one project's snapshots, lock, restore in steps, recovery
+    _rewind.py     a session's files back to a user message, recorded; undo
+    keeper.py      the actor that owns the project's snapshots during a run
 
 Everything here blocks (file I/O, the database); the runtime calls it from worker threads.
 """
@@ -27,8 +30,17 @@ from __future__ import annotations
 
 from actors.workspace._diff import Change, Stat
 from actors.workspace._journal import JournalEntry
+from actors.workspace._marks import Mark, Marks
 from actors.workspace._objects import Collected, ObjectStore, Usage
 from actors.workspace._restore import LeftAlone, RestorePlan
+from actors.workspace._rewind import (
+    RewindPlan,
+    Rewound,
+    apply_rewind,
+    message_marks,
+    plan_rewind,
+    plan_undo,
+)
 from actors.workspace._snapshot import KeptOut, Limits, Snapshot
 from actors.workspace._tree import EMPTY_TREE, Entry, short
 from actors.workspace._workspace import Recovered, Workspace, open_objects, workspace_home
@@ -42,14 +54,22 @@ __all__ = [
     "KeptOut",
     "LeftAlone",
     "Limits",
+    "Mark",
+    "Marks",
     "ObjectStore",
     "Recovered",
     "RestorePlan",
+    "RewindPlan",
+    "Rewound",
     "Snapshot",
     "Stat",
     "Usage",
     "Workspace",
+    "apply_rewind",
+    "message_marks",
     "open_objects",
+    "plan_rewind",
+    "plan_undo",
     "short",
     "workspace_home",
 ]

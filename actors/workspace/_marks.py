@@ -159,13 +159,14 @@ class Marks:
 
     def sessions_changing(self, path: str) -> dict[str, int]:
         """``session id -> calls`` of the sessions whose tool calls changed ``path`` (a file,
-        or any file below it when it is a directory)."""
+        or any file below it when it is a directory); rewinds do not count."""
         path = path.strip("/")
         like = path.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
         with self.db.read() as conn:
             rows = conn.execute(
-                "SELECT session_id, count(DISTINCT mark) FROM workspace_paths"
-                " WHERE path = ? OR path LIKE ? ESCAPE '\\' GROUP BY session_id",
+                "SELECT p.session_id, count(DISTINCT p.mark) FROM workspace_paths p"
+                " JOIN workspace_marks m ON m.seq = p.mark AND m.kind = 'after'"
+                " WHERE p.path = ? OR p.path LIKE ? ESCAPE '\\' GROUP BY p.session_id",
                 (path, like),
             ).fetchall()
         return {str(sid): int(n) for sid, n in rows}
@@ -201,6 +202,27 @@ class Marks:
                 ).fetchone()
                 dropped += int(row[0])
                 conn.execute(f"DELETE FROM workspace_marks WHERE session_id IN ({marks})", chunk)
+        return dropped
+
+    def expire(self, before: float) -> int:
+        """Drop the marks made before ``before`` (time.time()), but each session's newest;
+        how many."""
+        with self.db.write() as conn:
+            keep = "SELECT max(seq) FROM workspace_marks GROUP BY session_id"
+            row = conn.execute(
+                f"SELECT count(*) FROM workspace_marks WHERE created_at < ? AND seq NOT IN "
+                f"({keep})", (before,),
+            ).fetchone()
+            dropped = int(row[0])
+            if dropped:
+                conn.execute(
+                    f"DELETE FROM workspace_marks WHERE created_at < ? AND seq NOT IN ({keep})",
+                    (before,),
+                )
+                conn.execute(
+                    "DELETE FROM workspace_paths WHERE mark NOT IN "
+                    "(SELECT seq FROM workspace_marks)"
+                )
         return dropped
 
     def sizes(self) -> dict[str, int]:

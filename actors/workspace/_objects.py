@@ -263,6 +263,33 @@ class ObjectStore:
                     found[bytes(oid)] = unpack(int(codec), bytes(data))
         return found
 
+    def meta(self, key: str) -> str | None:
+        with self.db.read() as conn:
+            row = conn.execute("SELECT value FROM workspace_meta WHERE key = ?",
+                               (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO workspace_meta (key, value) VALUES (?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    def stored_sizes(self, oids: Iterable[bytes]) -> dict[bytes, int]:
+        """``oid -> bytes as stored`` of the stored ones among ``oids``."""
+        wanted = list(oids)
+        found: dict[bytes, int] = {}
+        with self.db.read() as conn:
+            for chunk in _chunks(wanted):
+                for oid, stored in conn.execute(
+                    f"SELECT id, stored FROM workspace_objects WHERE id IN "
+                    f"({_marks(len(chunk))})", tuple(chunk),
+                ).fetchall():
+                    found[bytes(oid)] = int(stored)
+        return found
+
     def usage(self) -> Usage:
         with self.db.read() as conn:
             row = conn.execute(

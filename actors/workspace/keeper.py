@@ -7,14 +7,17 @@ through its inbox with a :class:`WorkspaceClient`:
 - the supervisor, after a user message is checkpointed: ``note("message")``, without waiting
   (the snapshot runs while the model thinks; requests are served in order, so it is taken
   before any tool of that turn runs);
+- the front end, through the supervisor's ``plan_files_rewind`` and ``rewind_files``: a
+  rewind of the files (planned, shown, then carried out: see :mod:`._rewind`);
 - the tool executor, before a side-effecting call (``write_file``, ``edit_file``,
   ``run_bash``) runs: ``await snapshot("before", call_id)``, which answers when the files are
   kept; and after it, whatever its outcome (done, failed, timed out, interrupted):
   ``note("after", call_id)``. The keeper records what the call created, changed and deleted,
   and tells the front end what a shell command changed (a :class:`Notice`).
 
-Opening the workspace (reading the stat cache) and finishing a rewind that a crash cut short
-happen in the keeper's task after it has started, so the prompt never waits for them.
+Opening the workspace (reading the stat cache), finishing a rewind that a crash cut short,
+and once a day the collection of what no session needs (:mod:`._housekeeping`) happen in the
+keeper's task after it has started, so the prompt never waits for them.
 Snapshots are a safety net, never a reason to stop a turn: when one cannot be taken (a full
 disk, an unreadable project), the front end is told once and the turn goes on; requests are
 then answered ``None``.
@@ -31,17 +34,19 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, overload
 
 import anyio
 import anyio.abc
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from actors.core.errors import HarnessError, StorageError, ToolFailed
+from actors.core.errors import HarnessError, StorageError, ToolFailed, UsageError
 from actors.core.events import EventSink, Notice
 from actors.core.mailbox import answer, ask
 from actors.workspace._diff import Change
+from actors.workspace._housekeeping import DEFAULT_RETENTION_DAYS, collect, due
+from actors.workspace._rewind import RewindPlan, Rewound, apply_rewind, plan_rewind, plan_undo
 from actors.workspace._snapshot import KeptOut, Limits
 from actors.workspace._workspace import Workspace, open_objects
 
@@ -74,10 +79,29 @@ class SnapshotRequest:
     reply: MemoryObjectSendStream[Taken | HarnessError | None] | None = None
 
 
+@dataclass
+class PlanRewind:
+    """Plan a rewind of the session's files to user message ``to`` (0: undo the last one)."""
+
+    to: int
+    reply: MemoryObjectSendStream[RewindPlan | HarnessError]
+
+
+@dataclass
+class ApplyRewind:
+    """Carry out a planned rewind."""
+
+    plan: RewindPlan
+    reply: MemoryObjectSendStream[Rewound | HarnessError]
+
+
+Request = SnapshotRequest | PlanRewind | ApplyRewind
+
+
 class WorkspaceClient:
     """How the supervisor and the executor ask the keeper (each holds its own clone)."""
 
-    def __init__(self, inbox: MemoryObjectSendStream[SnapshotRequest]) -> None:
+    def __init__(self, inbox: MemoryObjectSendStream[Request]) -> None:
         self._inbox = inbox
 
     def clone(self) -> WorkspaceClient:
@@ -104,6 +128,22 @@ class WorkspaceClient:
         except HarnessError:
             return None
         return result
+
+
+    async def plan_rewind(self, to: int) -> RewindPlan:
+        """What rewinding the files to user message ``to`` (0: undoing the last rewind)
+        would do; :class:`UsageError` when it cannot be done (no snapshot there, snapshots
+        off). Nothing is written but the undo snapshot's objects."""
+        plan: RewindPlan = await ask(self._inbox, lambda reply: PlanRewind(to, reply),
+                                     "workspace keeper")
+        return plan
+
+    async def rewind(self, plan: RewindPlan) -> Rewound:
+        """Carry out ``plan`` (done or not started; see :mod:`._rewind`). Cancelling the
+        wait does not stop it: the keeper finishes the restore it started."""
+        done: Rewound = await ask(self._inbox, lambda reply: ApplyRewind(plan, reply),
+                                  "workspace keeper")
+        return done
 
 
 def describe_changes(changes: Sequence[Change], shown: int = SHOWN_PATHS) -> str:
@@ -147,6 +187,7 @@ class WorkspaceKeeper:
         events: EventSink,
         limits: Limits | None = None,
         enabled: bool = True,
+        retention_days: float = DEFAULT_RETENTION_DAYS,
     ) -> None:
         self._project = project
         self._memory_dir = memory_dir
@@ -155,11 +196,12 @@ class WorkspaceKeeper:
         self._events = events
         self._limits = limits
         self._enabled = enabled
+        self._retention_days = retention_days
         self._state = _State()
 
     async def run(
         self,
-        inbox: MemoryObjectReceiveStream[SnapshotRequest],
+        inbox: MemoryObjectReceiveStream[Request],
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
@@ -169,6 +211,12 @@ class WorkspaceKeeper:
                 if self._enabled:
                     await self._open()
                 async for request in inbox:
+                    if isinstance(request, PlanRewind):
+                        await answer(request.reply, await self._rewind(request.to, None))
+                        continue
+                    if isinstance(request, ApplyRewind):
+                        await answer(request.reply, await self._rewind(0, request.plan))
+                        continue
                     result = await self._serve(request) if self._state.workspace else None
                     if request.reply is not None:
                         await answer(request.reply, result)
@@ -203,6 +251,22 @@ class WorkspaceKeeper:
             await self._events.send(Notice(f"The command {describe_changes(taken.changes)}."))
         return taken
 
+    @overload
+    async def _rewind(self, to: int, plan: None) -> RewindPlan | HarnessError: ...
+
+    @overload
+    async def _rewind(self, to: int, plan: RewindPlan) -> Rewound | HarnessError: ...
+
+    async def _rewind(self, to: int, plan: RewindPlan | None
+                      ) -> RewindPlan | Rewound | HarnessError:
+        if self._state.workspace is None:
+            return UsageError("Workspace snapshots are off for this run; the files cannot "
+                              "be rewound.")
+        try:
+            return await anyio.to_thread.run_sync(self._rewind_blocking, to, plan)
+        except HarnessError as exc:  # raised in the caller (RestoreFailed says what became
+            return exc  # of the files)
+
     async def _warn(self, key: str, text: str) -> None:
         if key not in self._state.warned:
             self._state.warned.add(key)
@@ -219,6 +283,8 @@ class WorkspaceKeeper:
         latest = objects.marks.latest(self._session_id)
         state.last_root = latest.root if latest is not None else None
         recovered = workspace.recover(lambda entry: objects.marks.rewind_recorded(entry.id))
+        if due(objects):  # once a day: deleted sessions' and expired snapshots go
+            collect(objects, self._store.exists, retention_days=self._retention_days)
         return None if recovered is None else str(recovered)
 
     def _message_number(self) -> int:
@@ -246,6 +312,18 @@ class WorkspaceKeeper:
         if snap.changed_dirs:
             workspace.save_cache()
         return Taken(snap.root, number, changes, snap.kept_out, snap.seconds)
+
+    def _rewind_blocking(self, to: int, plan: RewindPlan | None) -> RewindPlan | Rewound:
+        workspace = self._state.workspace
+        assert workspace is not None
+        if plan is None:
+            if to:
+                return plan_rewind(workspace, self._session_id, to)
+            return plan_undo(workspace, self._session_id)
+        done = apply_rewind(workspace, plan)
+        self._state.last_root = done.mark.root
+        workspace.save_cache()
+        return done
 
     def _close(self) -> None:
         workspace, self._state.workspace = self._state.workspace, None

@@ -1,11 +1,11 @@
 """A process for workspace crash tests, killed with SIGKILL by the test at a known point.
 
-Usage: python -m tests.programs.workspace_child MODE PROJECT MEMORY_DIR [TARGET_HEX]
+Usage: python -m tests.programs.workspace_child MODE PROJECT MEMORY_DIR [TARGET_HEX [WRITES]]
 
 ``snapshot``: takes snapshots of PROJECT forever, printing ``snap HEX`` after each; the
 test changes files meanwhile and kills it at any moment.
-``restore``: restores TARGET_HEX; after the journal is written and five paths have been
-written, prints ``halfway`` and sleeps until killed (a restore cut short).
+``restore``: restores TARGET_HEX; after the journal is written and WRITES files (default 5)
+have been written, prints ``halfway`` and sleeps until killed (a restore cut short).
 ``recover-done`` / ``recover-undone``: runs recovery, saying the rewind was (or was not)
 recorded, and prints what recovery said (``none`` when there was nothing to recover).
 """
@@ -30,6 +30,7 @@ def main() -> None:
             print("snap", snap.root.hex(), flush=True)
     elif mode == "restore":
         target = bytes.fromhex(sys.argv[4])
+        pause_after = int(sys.argv[5]) if len(sys.argv) > 5 else 5
         written = 0
         put_file = workspace.sandbox.put_file
 
@@ -37,7 +38,7 @@ def main() -> None:
             nonlocal written
             result = put_file(path, data, executable=executable)
             written += 1
-            if written == 5:
+            if written == pause_after:
                 print("halfway", flush=True)
                 time.sleep(3600)
             return result

@@ -1,0 +1,122 @@
+"""Rewinding a session's files: to the snapshot of a user message, or undoing the last rewind.
+
+:func:`plan_rewind` says what a rewind would do (nothing is written but the undo snapshot's
+objects); :func:`apply_rewind` does it, done or not started:
+
+1. the project is locked and planned again (a plan gone stale restores nothing), the
+   journal is written and fsynced (:mod:`._journal`);
+2. the files are restored through the sandbox;
+3. the rewind is recorded: a ``rewind`` mark naming the target and the undo snapshot, written
+   durably. This is the commit point;
+4. the journal is removed.
+
+A failure in 2 puts the files back (the undo snapshot) and says so; a failure in 3 too. A
+kill -9 anywhere leaves the journal, and the next start (:meth:`Workspace.recover`, asked
+whether the mark exists) finishes a recorded rewind or puts the files back, and says which.
+
+An undo (:func:`plan_undo`) is a rewind to the undo snapshot of the session's latest rewind,
+recorded the same way, so it can be undone in turn.
+
+Blocking; call it from a worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+from actors.core.errors import RestoreFailed, StorageError, UsageError
+from actors.workspace._marks import Mark
+from actors.workspace._restore import RestorePlan
+from actors.workspace._workspace import Workspace
+
+
+@dataclass(frozen=True)
+class RewindPlan:
+    """What a rewind of ``session_id``'s files would do."""
+
+    session_id: str
+    to: int  # the message number the files go back to (0: an undo)
+    target: Mark  # the mark whose snapshot is restored (for an undo: the rewind undone)
+    restore: RestorePlan
+    since: bytes | None  # the session's latest snapshot, against which hand edits are told
+
+    @property
+    def undo(self) -> bool:
+        return self.target.kind == "rewind"
+
+    @property
+    def label(self) -> str:
+        if self.undo:
+            return f"back to before its rewind to message {self.target.message}"
+        return f"to message {self.to}"
+
+
+@dataclass(frozen=True)
+class Rewound:
+    """A rewind done: the journal id it was recorded under and the undo snapshot."""
+
+    plan: RewindPlan
+    mark: Mark
+    undo_root: bytes
+    changed: int
+
+
+def message_marks(workspace: Workspace, session_id: str) -> dict[int, Mark]:
+    """``message number -> mark`` of the user messages of the session with a snapshot."""
+    return {m.message: m for m in workspace.objects.marks.of_session(session_id)
+            if m.kind == "message"}
+
+
+def plan_rewind(workspace: Workspace, session_id: str, to: int) -> RewindPlan:
+    """The plan to bring the files back to what they were when user message ``to`` was
+    sent; :class:`UsageError` when that message has no snapshot."""
+    marks = workspace.objects.marks.of_session(session_id)
+    found = {m.message: m for m in marks if m.kind == "message"}
+    if to not in found:
+        known = ", ".join(str(n) for n in sorted(found)) or "none"
+        raise UsageError(
+            f"No snapshot of the files was taken at message {to} of session {session_id}; "
+            f"messages with one (what you typed): {known}."
+        )
+    since = marks[-1].root if marks else None
+    return RewindPlan(session_id, to, found[to],
+                      workspace.plan_restore(found[to].root, since=since), since)
+
+
+def plan_undo(workspace: Workspace, session_id: str) -> RewindPlan:
+    """The plan to undo the session's latest rewind of files."""
+    marks = workspace.objects.marks.of_session(session_id)
+    rewinds = [m for m in marks if m.kind == "rewind"]
+    if not rewinds:
+        raise UsageError(f"Session {session_id} has no rewind of files to undo.")
+    last = rewinds[-1]
+    undo = bytes.fromhex(str(last.detail["undo"]))
+    since = marks[-1].root
+    return RewindPlan(session_id, 0, last, workspace.plan_restore(undo, since=since), since)
+
+
+def apply_rewind(workspace: Workspace, plan: RewindPlan) -> Rewound:
+    """Carry ``plan`` out (see the module doc). :class:`UsageError` when the files changed
+    since it was planned (nothing written); :class:`RestoreFailed` when it could not be done
+    (it says whether the files were put back)."""
+    entry, fresh = workspace.begin_restore(plan.restore, session=plan.session_id,
+                                           label=plan.label, since=plan.since)
+    detail: dict[str, object] = {"undo": fresh.undo.root.hex()}
+    if plan.undo:
+        detail["undoes"] = plan.target.seq
+    try:
+        mark = workspace.objects.marks.add(
+            plan.session_id, "rewind", plan.to or plan.target.message, fresh.target,
+            call_id=entry.id, changes=fresh.changes, detail=detail,
+        )
+    except StorageError as exc:
+        workspace.abort_restore(entry, f"the rewind could not be recorded: {exc}")
+        raise AssertionError("abort_restore raises") from None  # pragma: no cover
+    with contextlib.suppress(OSError):  # recorded: a journal left behind is finished
+        workspace.finish_restore(entry)  # (idempotently) at the next start
+    return Rewound(plan, mark, fresh.undo.root, len(fresh.changes))
+
+
+__all__ = ["RestoreFailed", "RewindPlan", "Rewound", "apply_rewind", "message_marks",
+           "plan_rewind", "plan_undo"]

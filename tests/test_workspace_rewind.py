@@ -1,0 +1,270 @@
+"""Rewinding a session's files headless: a real session (scripted server, real tools and
+shell commands in a tmp project), then ``harness --rewind ID --to N --files``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from actors.core.config import Mode
+from actors.store import SessionStore
+from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
+from actors.workspace import open_objects
+from actors.workspace._housekeeping import collect
+from repl.cli import main
+from tests.children import read_line, rest_of
+from tests.clitools import harness
+from tests.runtime import running, settings_for
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _listing(root: Path) -> dict[str, bytes | str]:
+    found: dict[str, bytes | str] = {}
+    for top, dirs, files in os.walk(root):
+        for name in dirs:
+            found[os.path.relpath(os.path.join(top, name), root)] = "dir"
+        for name in files:
+            path = os.path.join(top, name)
+            found[os.path.relpath(path, root)] = Path(path).read_bytes()
+    return found
+
+
+class Session:
+    """A finished session of two user messages and what the files were at each point."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.memory = tmp_path / "memory"
+        self.project = tmp_path / "project"
+        self.id = ""
+        self.at: dict[str, dict[str, bytes | str]] = {}
+        self.numbers: list[int] = []
+
+    def cli(self, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+        status = main([*args, "--memory-dir", str(self.memory)])
+        out, err = capsys.readouterr()
+        return status, out, err
+
+
+def _run_session(tmp_path: Path) -> Session:
+    session = Session(tmp_path)
+    script = [
+        Reply(tool_calls=[ToolCall("run_bash", {
+            "command": "echo two >> notes.txt; rm old.txt; mkdir -p src/new; "
+                       "echo code > src/new/mod.py"})]),
+        Reply("First done."),
+        Reply(tool_calls=[ToolCall("write_file", {"path": "notes.txt", "content": "rewritten\n"}),
+                          ToolCall("run_bash", {"command": "rm -r src; echo x > extra.txt"})]),
+        Reply("Second done."),
+    ]
+
+    async def go() -> None:
+        with ScriptedServer(script) as server:
+            settings = settings_for(tmp_path, server.base_url, mode=Mode.SKIP_PERMISSIONS)
+            (session.project / "notes.txt").write_text("one\n")
+            (session.project / "old.txt").write_text("old\n")
+            session.at["start"] = _listing(session.project)
+            async with running(settings) as (sup, _rec):
+                assert (await sup.run_turn("First")).ok
+                session.at["after first"] = _listing(session.project)
+                assert (await sup.run_turn("Second")).ok
+                session.id = sup.session_id
+            session.at["end"] = _listing(session.project)
+
+    anyio.run(go)
+    transcript = SessionStore(session.memory).load_session(session.id)["transcript"]
+    session.numbers = [i + 1 for i, m in enumerate(transcript) if m["role"] == "user"]
+    return session
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Session:
+    return _run_session(tmp_path)
+
+
+def test_rewind_files_to_a_message_then_undo(session: Session,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = session.numbers
+    status, out, _ = session.cli("--rewind", session.id, "--to", str(first), "--files",
+                                 "--dry-run", capsys=capsys)
+    assert status == 0
+    assert "Would rewind the files of session" in out and "Nothing was changed" in out
+    assert _listing(session.project) == session.at["end"]  # a dry run writes nothing
+    status, out, _ = session.cli("--rewind", session.id, "--to", str(first), "--files",
+                                 capsys=capsys)
+    assert status == 0, out
+    assert _listing(session.project) == session.at["start"]  # created, changed, deleted
+    assert f"To undo: harness --rewind {session.id} --undo" in out
+    status, out, _ = session.cli("--rewind", session.id, "--to", str(second), "--files",
+                                 capsys=capsys)
+    assert status == 0
+    assert _listing(session.project) == session.at["after first"]
+    status, _out, _ = session.cli("--rewind", session.id, "--undo", capsys=capsys)
+    assert status == 0
+    assert _listing(session.project) == session.at["start"]
+    status, _out, _ = session.cli("--rewind", session.id, "--undo", capsys=capsys)
+    assert status == 0  # an undo is a rewind too: undone in turn
+    assert _listing(session.project) == session.at["after first"]
+
+
+def test_the_diffstat_comes_first_and_hand_edits_are_flagged(
+    session: Session, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, _second = session.numbers
+    (session.project / "extra.txt").write_text("the user kept working on this\n")
+    status, out, _ = session.cli("--rewind", session.id, "--to", str(first), "--files",
+                                 "--dry-run", "--json", capsys=capsys)
+    assert status == 0
+    report: dict[str, Any] = json.loads(out)
+    files = {f["path"]: f for f in report["files"]}
+    assert files["notes.txt"]["action"] == "restored"
+    assert files["old.txt"]["action"] == "brought back"
+    assert files["extra.txt"]["action"] == "removed"
+    assert files["extra.txt"]["hand_edited"] is True
+    assert files["notes.txt"]["hand_edited"] is False
+    assert report["dry_run"] is True and report["done"] is False
+    status, out, _ = session.cli("--rewind", session.id, "--to", str(first), "--files",
+                                 capsys=capsys)
+    assert "extra.txt  removed  +0 -1  (changed since the session last saw it)" in out
+    assert "they were kept first" in out
+    session.cli("--rewind", session.id, "--undo", capsys=capsys)
+    assert (session.project / "extra.txt").read_text() == "the user kept working on this\n"
+
+
+def test_user_mistakes_exit_2_with_one_line(session: Session,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    first, _second = session.numbers
+    cases = [
+        (["--rewind", session.id, "--to", "1", "--files"], "No snapshot of the files was "
+         f"taken at message 1 of session {session.id}; messages with one (what you typed): "
+         f"{', '.join(map(str, session.numbers))}."),
+        (["--rewind", session.id, "--to", str(first)], "Say what to rewind"),
+        (["--rewind", session.id, "--files"], "needs --to N"),
+        (["--to", str(first), "--files"], "go(es) with --rewind ID"),
+        (["--rewind", "nosuchsession", "--to", "2", "--files"], "nosuchsession"),
+        (["--rewind", session.id, "--undo"], "has no rewind of files to undo"),
+    ]
+    for argv, said in cases:
+        status, out, err = session.cli(*argv, capsys=capsys)
+        assert status == 2, (argv, out, err)
+        assert said in err and err.count("\n") == 1, (argv, err)
+        assert _listing(session.project) == session.at["end"]
+
+
+@pytest.mark.slow
+def test_a_running_session_is_not_rewound_behind_its_back(
+    session: Session, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, _second = session.numbers
+    with subprocess.Popen(
+        [sys.executable, "-m", "tests.programs.lease_holder", str(session.memory), session.id],
+        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "AGENT_HARNESS_STORE": "sqlite"},
+    ) as holder:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert read_line(holder.stdout) == "held\n"
+        status, _out, err = session.cli("--rewind", session.id, "--to", str(first), "--files",
+                                        capsys=capsys)
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert status == 2 and "is in use by another process" in err
+    assert _listing(session.project) == session.at["end"]
+
+
+@pytest.mark.slow
+def test_kill_9_during_a_rewind_then_the_next_command_says_it_did_not_happen(
+    session: Session,
+) -> None:
+    first, _second = session.numbers
+    objects = open_objects(session.memory)
+    target = next(m for m in objects.marks.of_session(session.id)
+                  if m.kind == "message" and m.message == first)
+    objects.close()
+    with subprocess.Popen(
+        [sys.executable, "-m", "tests.programs.workspace_child", "restore",
+         str(session.project), str(session.memory), target.root.hex(), "1"],  # after 1 file
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        assert read_line(proc.stdout) == "halfway\n", rest_of(proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert _listing(session.project) != session.at["end"]  # cut half-way
+    result = harness("--rewind", session.id, "--to", str(first), "--files", "--dry-run",
+                     memory_dir=session.memory)
+    assert result.returncode == 0, result.stderr
+    assert ("A rewind of the project's files was interrupted before it was recorded; the "
+            "files were put back as they were, so it did not happen.") in result.stdout
+    assert _listing(session.project) == session.at["end"]
+
+
+def test_info_export_and_search_show_what_each_call_changed(
+    session: Session, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = session.numbers
+    status, out, _ = session.cli("--info", session.id, "--files", capsys=capsys)
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0] == "Files changed by tool calls:"
+    bash_calls = [i for i, line in enumerate(lines) if ", run_bash " in line]
+    assert len(bash_calls) == 2
+    assert lines[bash_calls[0]].startswith(f"  message {first + 1}, run_bash ")
+    assert lines[bash_calls[0] + 1 : bash_calls[0] + 4] == [
+        "    M notes.txt", "    D old.txt", "    A src/new/mod.py"]
+    assert "    A extra.txt" in lines and "    D src/new/mod.py" in lines
+    status, out, _ = session.cli("--info", session.id, "--files", "--diff", capsys=capsys)
+    assert "      +two" in out.splitlines() and "      -old" in out.splitlines()
+    status, out, _ = session.cli("--info", session.id, "--files", "--json", capsys=capsys)
+    calls = json.loads(out)["calls"]
+    assert [c["tool"] for c in calls] == ["run_bash", "write_file", "run_bash"]
+    assert calls[1]["message"] > second
+    assert calls[1]["paths"] == [{"path": "notes.txt", "status": "modified"}]
+
+    status, out, _ = session.cli("--search", "src", "--files", capsys=capsys)
+    assert out.startswith(f"{session.id} | ") and out.rstrip().endswith("2 calls changed src")
+    status, out, _ = session.cli("--search", "no/such/path.txt", "--files", capsys=capsys)
+    assert out == "No session's tool calls changed no/such/path.txt.\n"
+
+    status, out, _ = session.cli("--export", session.id, "--files", capsys=capsys)
+    record = json.loads(out)
+    assert [c["tool"] for c in record["files_changed"]] == ["run_bash", "write_file",
+                                                            "run_bash"]
+    status, out, _ = session.cli("--export", session.id, "--files", "--format", "markdown",
+                                 capsys=capsys)
+    assert "## Files changed by tool calls" in out and "    D old.txt" in out
+
+
+def test_doctor_reports_and_collects_the_snapshots_of_deleted_sessions(
+    session: Session, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = session.cli("--doctor", capsys=capsys)
+    assert status == 0
+    assert "Workspace snapshots: " in out and f"largest: {session.id} " in out
+    assert "deleted session(s)" not in out
+    assert session.cli("--delete", session.id, "--yes", capsys=capsys)[0] == 0
+    status, out, _ = session.cli("--doctor", capsys=capsys)
+    assert "1 deleted session(s) still have snapshots" in out
+    objects = open_objects(session.memory)
+    before = objects.usage()
+    objects.close()
+    status, out, _ = session.cli("--doctor", "--repair", capsys=capsys)
+    assert status == 0
+    assert "Workspace snapshots collected: 1 deleted session(s)" in out
+    objects = open_objects(session.memory)
+    try:
+        assert objects.marks.of_session(session.id) == []
+        # Just taken: within the grace period, so a snapshot being taken is never lost.
+        assert objects.usage().objects == before.objects
+        done = collect(objects, lambda _sid: False, grace_seconds=-10)
+        assert done.collected.kept == 0 and objects.usage().objects == 0
+    finally:
+        objects.close()
