@@ -198,7 +198,10 @@ def test_lost_connections_stop_the_turn_and_keep_every_saved_checkpoint(
         ToolCall("run_bash", {"command": f"echo $$ > {pid_file}; sleep 1; echo done"}),
     ]), Reply("never asked")]
     with ScriptedServer(script) as server:
-        proc, sid = first.start("-p", "go", *model(server, "--mode", "dangerouslySkipPermissions"))
+        # Without workspace snapshots: their own connection would be a third backend, and
+        # its loss a warning line of its own (tests/test_workspace_snapshot.py).
+        proc, sid = first.start("-p", "go", *model(server, "--mode", "dangerouslySkipPermissions",
+                                                   "--no-snapshots"))
         wait_for(pid_file)
         assert terminate_backends_of(first.stores, proc.pid) == 2  # the data and lease ones
         out, err = proc.communicate(timeout=30)

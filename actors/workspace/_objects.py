@@ -72,7 +72,8 @@ class Database(Protocol):
 
 
 class PgObjects:
-    """The session store's PostgreSQL transactions, as a :class:`Database` for objects."""
+    """PostgreSQL transactions (on a connection of the objects' own, to the session store's
+    database and schema) as a :class:`Database` for objects."""
 
     dialect = "postgres"
 
@@ -93,7 +94,7 @@ class PgObjects:
         return result
 
     def close(self) -> None:
-        """The session store's connection stays open: the store closes it."""
+        self._db.close()
 
 
 @dataclass(frozen=True)

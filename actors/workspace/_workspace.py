@@ -59,11 +59,27 @@ def workspace_home(memory_dir: Path) -> Path:
 
 def open_objects(memory_dir: Path, store: Store | None = None) -> ObjectStore:
     """The object store beside ``store``: tables in its database for PostgreSQL, a file of
-    its own in the memory dir for SQLite (or when no store is given)."""
+    its own in the memory dir for SQLite (or when no store is given).
+
+    On PostgreSQL the objects get a connection of their own to the store's database and
+    schema: a big snapshot then never holds the session store's connection (its checkpoints
+    do not wait), and a failure of one is not taken for a failure of the other. Close it with
+    :meth:`ObjectStore.close`."""
     from actors.store.sqlite import SqliteStore
 
     if store is not None and not isinstance(store, SqliteStore):
-        return ObjectStore(PgObjects(store.db))
+        from actors.store.postgres._conn import PgConn, connect
+        from actors.store.postgres._database import PgDatabase
+
+        db = store.db
+        assert isinstance(db, PgDatabase)
+        own = PgDatabase(db.url, db.where, PgConn(connect(db.url, db.where)), db.namespace,
+                         db.keeper)
+        try:
+            return ObjectStore(PgObjects(own))
+        except BaseException:
+            own.close()
+            raise
     try:
         home = workspace_home(memory_dir)
     except OSError as exc:
