@@ -23,6 +23,7 @@ from actors.workspace import (
     RewindPlan,
     Workspace,
     apply_rewind,
+    lineage,
     open_objects,
     plan_rewind,
     plan_undo,
@@ -61,8 +62,9 @@ def rewind_files(
                     lambda entry: objects.marks.rewind_recorded(entry.id))
                 if recovered is not None and not as_json:
                     print(str(recovered), file=out)
-                plan = plan_undo(workspace, session_id) if undo else plan_rewind(
-                    workspace, session_id, to or 0)
+                ancestors = lineage(store.info, session_id)
+                plan = plan_undo(workspace, session_id, ancestors) if undo else plan_rewind(
+                    workspace, session_id, to or 0, ancestors)
                 report = _report(plan, workspace)
                 report["recovered"] = None if recovered is None else str(recovered)
                 if dry_run or plan.restore.empty:

@@ -268,3 +268,14 @@ def test_doctor_reports_and_collects_the_snapshots_of_deleted_sessions(
         assert done.collected.kept == 0 and objects.usage().objects == 0
     finally:
         objects.close()
+
+
+def test_a_fork_rewinds_to_the_snapshots_taken_before_it(
+    session: Session, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, _second = session.numbers
+    fork_id = SessionStore(session.memory).fork(session.id)
+    status, _out, err = session.cli("--rewind", fork_id, "--to", str(first), "--files",
+                                   capsys=capsys)
+    assert status == 0, err
+    assert _listing(session.project) == session.at["start"]

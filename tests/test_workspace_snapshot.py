@@ -263,3 +263,25 @@ def test_retention_drops_old_marks_but_each_sessions_newest(tmp_path: Path,
     assert [m.root for m in workspace.objects.marks.of_session("s2")] == [roots[0]]
     assert workspace.has(roots[0]) and workspace.has(roots[2]) and not workspace.has(roots[1])
     assert not due(workspace.objects)
+
+
+def test_fifos_and_sockets_are_never_opened_nor_recorded(tmp_path: Path, memory: Path) -> None:
+    import socket
+
+    project = _project(tmp_path / "p", {"a.txt": "a"})
+    os.mkfifo(project / "pipe")  # opening it for reading would block forever
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(project / "sock"))
+    try:
+        workspace = _workspace(project, memory)
+        first = workspace.snapshot()
+        assert _paths(workspace, first.root) == {"a.txt": "f"}
+        (project / "a.txt").write_text("b")
+        second = workspace.snapshot()
+        plan = workspace.plan_restore(first.root)
+        entry, _done = workspace.begin_restore(plan)
+        workspace.finish_restore(entry)
+        assert (project / "pipe").is_fifo() and (project / "sock").is_socket()
+        assert (project / "a.txt").read_text() == "a" and second.root != first.root
+    finally:
+        sock.close()

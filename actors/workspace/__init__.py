@@ -34,9 +34,12 @@ from actors.workspace._marks import Mark, Marks
 from actors.workspace._objects import Collected, ObjectStore, Usage
 from actors.workspace._restore import LeftAlone, RestorePlan
 from actors.workspace._rewind import (
+    Ancestor,
     RewindPlan,
     Rewound,
     apply_rewind,
+    lineage,
+    marks_of,
     message_marks,
     plan_rewind,
     plan_undo,
@@ -47,6 +50,7 @@ from actors.workspace._workspace import Recovered, Workspace, open_objects, work
 
 __all__ = [
     "EMPTY_TREE",
+    "Ancestor",
     "Change",
     "Collected",
     "Entry",
@@ -66,6 +70,8 @@ __all__ = [
     "Usage",
     "Workspace",
     "apply_rewind",
+    "lineage",
+    "marks_of",
     "message_marks",
     "open_objects",
     "plan_rewind",

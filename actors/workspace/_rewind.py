@@ -23,9 +23,12 @@ Blocking; call it from a worker thread.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from actors.core.errors import RestoreFailed, StorageError, UsageError
+from actors.core.errors import HarnessError, RestoreFailed, StorageError, UsageError
 from actors.workspace._marks import Mark
 from actors.workspace._restore import RestorePlan
 from actors.workspace._workspace import Workspace
@@ -62,16 +65,65 @@ class Rewound:
     changed: int
 
 
-def message_marks(workspace: Workspace, session_id: str) -> dict[int, Mark]:
-    """``message number -> mark`` of the user messages of the session with a snapshot."""
-    return {m.message: m for m in workspace.objects.marks.of_session(session_id)
+@dataclass(frozen=True)
+class Ancestor:
+    """A session whose marks a fork inherits: those made before ``before`` (time.time()) at
+    messages up to ``upto`` (None: any)."""
+
+    session_id: str
+    before: float = float("inf")
+    upto: int | None = None
+
+
+def lineage(info: Callable[[str], Any], session_id: str, depth: int = 16) -> list[Ancestor]:
+    """The session and the sessions it was forked from (``info(id)``: the store's
+    :meth:`~actors.store.Store.info`): a fork is a copy, so the snapshots its parent took
+    before the fork are its own too. Stops at a parent that is gone."""
+    found = [Ancestor(session_id)]
+    current = session_id
+    before, upto = float("inf"), None
+    for _ in range(depth):
+        try:
+            meta = info(current)
+        except HarnessError:
+            break
+        parent = getattr(meta, "parent_id", None)
+        if not parent:
+            break
+        with contextlib.suppress(ValueError, TypeError):
+            before = min(before, datetime.fromisoformat(str(meta.created_at)).timestamp())
+        point = getattr(meta, "fork_point", None)
+        if isinstance(point, int):
+            upto = point if upto is None else min(upto, point)
+        found.append(Ancestor(str(parent), before, upto))
+        current = str(parent)
+    return found
+
+
+def marks_of(workspace: Workspace, ancestors: Sequence[Ancestor]) -> list[Mark]:
+    """The marks a session can rewind to: its own, then what it inherits, oldest first."""
+    marks: list[Mark] = []
+    for ancestor in reversed(ancestors):
+        marks.extend(m for m in workspace.objects.marks.of_session(ancestor.session_id)
+                     if m.created_at < ancestor.before
+                     and (ancestor.upto is None or m.message <= ancestor.upto))
+    return marks
+
+
+def message_marks(workspace: Workspace, session_id: str,
+                  ancestors: Sequence[Ancestor] = ()) -> dict[int, Mark]:
+    """``message number -> mark`` of the user messages with a snapshot (the session's own
+    win over inherited ones)."""
+    return {m.message: m for m in marks_of(workspace, ancestors or [Ancestor(session_id)])
             if m.kind == "message"}
 
 
-def plan_rewind(workspace: Workspace, session_id: str, to: int) -> RewindPlan:
+def plan_rewind(workspace: Workspace, session_id: str, to: int,
+                ancestors: Sequence[Ancestor] = ()) -> RewindPlan:
     """The plan to bring the files back to what they were when user message ``to`` was
-    sent; :class:`UsageError` when that message has no snapshot."""
-    marks = workspace.objects.marks.of_session(session_id)
+    sent; :class:`UsageError` when that message has no snapshot. ``ancestors`` (see
+    :func:`lineage`): where a fork's earlier snapshots are."""
+    marks = marks_of(workspace, ancestors or [Ancestor(session_id)])
     found = {m.message: m for m in marks if m.kind == "message"}
     if to not in found:
         known = ", ".join(str(n) for n in sorted(found)) or "none"
@@ -84,9 +136,10 @@ def plan_rewind(workspace: Workspace, session_id: str, to: int) -> RewindPlan:
                       workspace.plan_restore(found[to].root, since=since), since)
 
 
-def plan_undo(workspace: Workspace, session_id: str) -> RewindPlan:
+def plan_undo(workspace: Workspace, session_id: str,
+              ancestors: Sequence[Ancestor] = ()) -> RewindPlan:
     """The plan to undo the session's latest rewind of files."""
-    marks = workspace.objects.marks.of_session(session_id)
+    marks = marks_of(workspace, ancestors or [Ancestor(session_id)])
     rewinds = [m for m in marks if m.kind == "rewind"]
     if not rewinds:
         raise UsageError(f"Session {session_id} has no rewind of files to undo.")
@@ -118,5 +171,5 @@ def apply_rewind(workspace: Workspace, plan: RewindPlan) -> Rewound:
     return Rewound(plan, mark, fresh.undo.root, len(fresh.changes))
 
 
-__all__ = ["RestoreFailed", "RewindPlan", "Rewound", "apply_rewind", "message_marks",
-           "plan_rewind", "plan_undo"]
+__all__ = ["Ancestor", "RestoreFailed", "RewindPlan", "Rewound", "apply_rewind", "lineage",
+           "marks_of", "message_marks", "plan_rewind", "plan_undo"]
