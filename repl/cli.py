@@ -344,20 +344,20 @@ def _memory_dir(args: argparse.Namespace) -> Path:
 
 
 def _rewind(args: argparse.Namespace, store: Store) -> int:
-    from repl.rewind import rewind_files
+    from repl.rewind import rewind
 
-    if args.rewind_what in ("conversation", "both"):
-        raise UsageError("Rewinding the conversation headless is not available yet; rewind "
-                         "the files with --files, and the conversation with --fork ID --at N.")
     if args.undo == (args.to is not None):
         raise UsageError("--rewind ID needs --to N (the user message to go back to) or "
                          "--undo.")
+    if args.undo and args.rewind_what not in (None, "files"):
+        raise UsageError("--undo undoes the last rewind of files; a conversation rewind "
+                         "keeps what came after in a fork (--resume it).")
     if not args.undo and args.rewind_what is None:
-        raise UsageError("Say what to rewind: --files (the project's files).")
+        raise UsageError("Say what to rewind: --files, --conversation or --both.")
     settings = settings_from(args)
-    return rewind_files(store, args.rewind, memory_dir=settings.memory_dir,
-                        project=settings.sandbox_dir, to=args.to, undo=args.undo,
-                        dry_run=args.dry_run, as_json=args.json)
+    return rewind(store, args.rewind, what=args.rewind_what or "files",
+                  memory_dir=settings.memory_dir, project=settings.sandbox_dir, to=args.to,
+                  undo=args.undo, dry_run=args.dry_run, as_json=args.json)
 
 
 def _check_combinations(args: argparse.Namespace) -> None:

@@ -1,6 +1,12 @@
-"""``harness --rewind ID --to N --files [--dry-run] [--json]``: the project's files back to what
-they were when user message N was sent, without a model; ``--rewind ID --undo`` undoes the
-last one.
+"""``harness --rewind ID --to N --files|--conversation|--both [--dry-run] [--json]``: the
+project's files back to what they were when user message N was sent, the conversation back
+to before it (what came after kept as a fork), or both, without a model; ``--rewind ID
+--undo`` undoes the last rewind of files.
+
+Both: the files first (journaled: done or not started), then the conversation; if the
+conversation cannot be rewound, the files are put back and nothing was rewound. A kill -9
+between the two leaves the files rewound and the conversation not, which the next
+``--rewind`` of the session (and the next run of it) says, with the command that finishes it.
 
 The session's lease is held for the whole command (a harness running that session refuses
 it, and the other way round), and an interrupted rewind is finished or undone first. What
@@ -18,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from actors.core.errors import HarnessError, RestoreFailed, UsageError
 from actors.store import Store
 from actors.workspace import (
     RewindPlan,
@@ -28,6 +35,7 @@ from actors.workspace import (
     plan_rewind,
     plan_undo,
 )
+from actors.workspace._rewind import finish_unfinished, record_conversation, unfinished
 
 STATUS_WORDS = {"modified": "restored", "added": "brought back", "deleted": "removed"}
 
@@ -37,10 +45,11 @@ def _project(store: Store, session_id: str, fallback: Path) -> Path:
     return Path(root) if root else fallback
 
 
-def rewind_files(
+def rewind(
     store: Store,
     session_id: str,
     *,
+    what: str,
     memory_dir: Path,
     project: Path,
     to: int | None,
@@ -49,37 +58,106 @@ def rewind_files(
     as_json: bool,
     out: TextIO | None = None,
 ) -> int:
-    """Run the command (see the module doc); it prints to ``out`` (stdout)."""
+    """Run the command (see the module doc); it prints to ``out`` (stdout). ``what``:
+    "files", "conversation" or "both"."""
     out = out or sys.stdout
     session_id = store.info(session_id).id
     with store.lease(session_id):
+        if what in ("conversation", "both") and to not in {
+            m.number for m in store.user_messages(session_id)
+        }:
+            raise UsageError(f"Message {to} is not one you typed in session {session_id}; "
+                             "--info and --export number the messages.")
+        if what == "conversation":
+            return _conversation(store, session_id, to or 0, dry_run, as_json, out,
+                                 memory_dir=memory_dir)
         objects = open_objects(memory_dir, store)
         try:
             workspace = Workspace(_project(store, session_id, project), memory_dir, objects,
                                   protected=[store.memory_dir])
             try:
-                recovered = workspace.recover(
-                    lambda entry: objects.marks.rewind_recorded(entry.id))
-                if recovered is not None and not as_json:
-                    print(str(recovered), file=out)
-                ancestors = lineage(store.info, session_id)
-                plan = plan_undo(workspace, session_id, ancestors) if undo else plan_rewind(
-                    workspace, session_id, to or 0, ancestors)
-                report = _report(plan, workspace)
-                report["recovered"] = None if recovered is None else str(recovered)
-                if dry_run or plan.restore.empty:
-                    report["done"] = False
-                    _show(report, plan, as_json, out, dry_run=dry_run)
-                    return 0
-                rewound = apply_rewind(workspace, plan)
-                report["done"] = True
-                report["undo_snapshot"] = rewound.undo_root.hex()
-                _show(report, plan, as_json, out, dry_run=False)
-                return 0
+                return _files(store, workspace, session_id, to=to, undo=undo,
+                              both=what == "both", dry_run=dry_run, as_json=as_json, out=out)
             finally:
                 workspace.close()
         finally:
             objects.close()
+
+
+def _files(store: Store, workspace: Workspace, session_id: str, *, to: int | None,
+           undo: bool, both: bool, dry_run: bool, as_json: bool, out: TextIO) -> int:
+    objects = workspace.objects
+    said = [str(r) for r in [workspace.recover(
+        lambda entry: objects.marks.rewind_recorded(entry.id))] if r is not None]
+    pending = unfinished(workspace, session_id)
+    if pending:
+        said.append(pending)
+    if not as_json:
+        for line in said:
+            print(line, file=out)
+    ancestors = lineage(store.info, session_id)
+    plan = plan_undo(workspace, session_id, ancestors) if undo else plan_rewind(
+        workspace, session_id, to or 0, ancestors)
+    report = _report(plan, workspace)
+    report["notes"] = said
+    report["conversation"] = {"rewound": False} if both else None
+    if dry_run or (plan.restore.empty and not both):
+        report["done"] = False
+        _show(report, plan, as_json, out, dry_run=dry_run)
+        if both and not as_json:
+            print(f"The conversation would go back to before message {to} (what came after "
+                  "is kept as a fork).", file=out)
+        return 0
+    rewound = apply_rewind(workspace, plan, with_conversation=both)
+    report["done"] = True
+    report["undo_snapshot"] = rewound.undo_root.hex()
+    if both:
+        try:
+            done = store.rewind(session_id, to or 0)
+        except HarnessError as exc:
+            back = apply_rewind(workspace, plan_undo(workspace, session_id, ancestors))
+            raise RestoreFailed(
+                f"The conversation could not be rewound ({exc}); the files were put back "
+                f"as they were ({back.changed} paths), so nothing was rewound.",
+                rolled_back=True,
+            ) from None
+        record_conversation(workspace, rewound, done.fork_id)
+        report["conversation"] = {"rewound": True, "fork_id": done.fork_id,
+                                  "context_messages": len(done.messages)}
+    _show(report, plan, as_json, out, dry_run=False)
+    if both and not as_json:
+        print(f"The conversation now ends before message {to}; what came after is kept in "
+              f"session {report['conversation']['fork_id']}.", file=out)
+    return 0
+
+
+def _conversation(store: Store, session_id: str, to: int, dry_run: bool, as_json: bool,
+                  out: TextIO, *, memory_dir: Path) -> int:
+    report: dict[str, Any] = {"session_id": session_id, "to_message": to, "files": None,
+                              "dry_run": dry_run, "done": False,
+                              "conversation": {"rewound": False}}
+    if not dry_run:
+        done = store.rewind(session_id, to)
+        report["done"] = True
+        report["conversation"] = {"rewound": True, "fork_id": done.fork_id,
+                                  "context_messages": len(done.messages)}
+        objects = open_objects(memory_dir, store)
+        try:  # it may complete a rewind of both that a kill cut between its halves
+            finish_unfinished(objects, session_id, to, done.fork_id)
+        finally:
+            objects.close()
+    if as_json:
+        json.dump(report, out, ensure_ascii=False, indent=2)
+        out.write("\n")
+    elif dry_run:
+        print(f"Would rewind the conversation of session {session_id} to before message "
+              f"{to} (what came after is kept as a fork); the files stay as they are. "
+              "Nothing was changed (--dry-run).", file=out)
+    else:
+        print(f"The conversation of session {session_id} now ends before message {to}; what "
+              f"came after is kept in session {report['conversation']['fork_id']}. The files "
+              "stay as they are.", file=out)
+    return 0
 
 
 def _report(plan: RewindPlan, workspace: Workspace) -> dict[str, Any]:

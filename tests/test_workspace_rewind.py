@@ -17,7 +17,7 @@ import pytest
 from actors.core.config import Mode
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from actors.workspace import open_objects
+from actors.workspace import Workspace, apply_rewind, open_objects, plan_rewind
 from actors.workspace._housekeeping import collect
 from repl.cli import main
 from tests.children import read_line, rest_of
@@ -278,4 +278,61 @@ def test_a_fork_rewinds_to_the_snapshots_taken_before_it(
     status, _out, err = session.cli("--rewind", fork_id, "--to", str(first), "--files",
                                    capsys=capsys)
     assert status == 0, err
+    assert _listing(session.project) == session.at["start"]
+
+
+def _context(session: Session) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = SessionStore(session.memory).load_context(session.id)
+    return messages
+
+
+def test_rewind_the_conversation_or_both(session: Session,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = session.numbers
+    context = _context(session)
+    status, out, _ = session.cli("--rewind", session.id, "--to", str(second), "--both",
+                                 "--dry-run", capsys=capsys)
+    assert status == 0 and "The conversation would go back to before message" in out
+    assert _context(session) == context and _listing(session.project) == session.at["end"]
+
+    status, out, _ = session.cli("--rewind", session.id, "--to", str(second),
+                                 "--conversation", "--json", capsys=capsys)
+    report = json.loads(out)
+    assert status == 0 and report["conversation"]["rewound"] is True
+    assert _context(session) == context[: second - 1]  # the context ends before it
+    assert _listing(session.project) == session.at["end"]  # the files stay
+    fork = report["conversation"]["fork_id"]
+    assert SessionStore(session.memory).load_context(fork) == context  # nothing lost
+
+    status, out, _ = session.cli("--rewind", session.id, "--to", str(first), "--both",
+                                 capsys=capsys)
+    assert status == 0, out
+    assert _listing(session.project) == session.at["start"]
+    assert [m["role"] for m in _context(session)] == ["system"]
+    assert "The conversation now ends before message" in out
+    status, _out, err = session.cli("--rewind", session.id, "--to", "3", "--both",
+                                    capsys=capsys)
+    assert status == 2 and "is not one you typed" in err
+
+
+def test_a_rewind_of_both_cut_between_its_halves_says_so_and_can_be_finished(
+    session: Session, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, _second = session.numbers
+    store = SessionStore(session.memory)
+    objects = open_objects(session.memory, store)
+    workspace = Workspace(session.project, session.memory, objects)
+    apply_rewind(workspace, plan_rewind(workspace, session.id, first),
+                 with_conversation=True)  # what a kill -9 after the files' half leaves
+    workspace.close()
+    objects.close()
+    status, out, _ = session.cli("--rewind", session.id, "--to", str(first), "--files",
+                                 "--dry-run", capsys=capsys)
+    assert (f"A rewind of session {session.id} to message {first} was interrupted after its "
+            "files were rewound and before its conversation was") in out
+    assert session.cli("--rewind", session.id, "--to", str(first), "--conversation",
+                       capsys=capsys)[0] == 0
+    status, out, _ = session.cli("--rewind", session.id, "--to", str(first), "--files",
+                                 "--dry-run", capsys=capsys)
+    assert status == 0 and "was interrupted" not in out
     assert _listing(session.project) == session.at["start"]

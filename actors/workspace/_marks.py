@@ -11,6 +11,8 @@ is not stored: the snapshot's objects are committed before its mark. Kinds::
     rewind   a rewind of the files to ``root``; ``detail`` holds the undo snapshot (the
              files as they were just before), so the rewind can itself be undone. It is the
              commit point of the restore journaled under ``call_id`` (see ``_journal``)
+    conversation  the conversation half of a rewind of both, done (``detail``: the files'
+             rewind mark and the fork that keeps what came after)
 
 Message numbers are the session's (transcript messages numbered from 1, as ``--info`` and
 ``--export`` show them). ``workspace_paths`` lets ``--search`` find the sessions that changed
@@ -90,6 +92,7 @@ class Marks:
     def add(
         self, session_id: str, kind: str, message: int, root: bytes, *, call_id: str = "",
         changes: Sequence[Change] = (), detail: dict[str, Any] | None = None,
+        durable: bool = False,
     ) -> Mark:
         """Record a mark (and the paths ``changes`` touched) in one transaction."""
         now = time.time()
@@ -97,7 +100,7 @@ class Marks:
         text = json.dumps({**(detail or {}), **(
             {"more_paths": len(files) - MAX_PATHS_PER_CALL}
             if len(files) > MAX_PATHS_PER_CALL else {})})
-        with self.db.write(durable=kind == "rewind") as conn:
+        with self.db.write(durable=durable or kind == "rewind") as conn:
             row = conn.execute(
                 "INSERT INTO workspace_marks (session_id, kind, message, call_id, root,"
                 " created_at, detail) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq",

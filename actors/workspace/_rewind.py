@@ -30,6 +30,7 @@ from typing import Any
 
 from actors.core.errors import HarnessError, RestoreFailed, StorageError, UsageError
 from actors.workspace._marks import Mark
+from actors.workspace._objects import ObjectStore
 from actors.workspace._restore import RestorePlan
 from actors.workspace._workspace import Workspace
 
@@ -149,13 +150,17 @@ def plan_undo(workspace: Workspace, session_id: str,
     return RewindPlan(session_id, 0, last, workspace.plan_restore(undo, since=since), since)
 
 
-def apply_rewind(workspace: Workspace, plan: RewindPlan) -> Rewound:
+def apply_rewind(workspace: Workspace, plan: RewindPlan, *,
+                 with_conversation: bool = False) -> Rewound:
     """Carry ``plan`` out (see the module doc). :class:`UsageError` when the files changed
     since it was planned (nothing written); :class:`RestoreFailed` when it could not be done
-    (it says whether the files were put back)."""
+    (it says whether the files were put back). ``with_conversation``: the conversation is
+    rewound next (a ``conversation`` mark then says it was; see :func:`unfinished`)."""
     entry, fresh = workspace.begin_restore(plan.restore, session=plan.session_id,
                                            label=plan.label, since=plan.since)
     detail: dict[str, object] = {"undo": fresh.undo.root.hex()}
+    if with_conversation:
+        detail["conversation"] = True
     if plan.undo:
         detail["undoes"] = plan.target.seq
     try:
@@ -171,5 +176,48 @@ def apply_rewind(workspace: Workspace, plan: RewindPlan) -> Rewound:
     return Rewound(plan, mark, fresh.undo.root, len(fresh.changes))
 
 
-__all__ = ["Ancestor", "RestoreFailed", "RewindPlan", "Rewound", "apply_rewind", "lineage",
-           "marks_of", "message_marks", "plan_rewind", "plan_undo"]
+def record_conversation(workspace: Workspace, files: Rewound, fork_id: str) -> None:
+    """The conversation half of a rewind of both is done too."""
+    workspace.objects.marks.add(
+        files.plan.session_id, "conversation", files.mark.message, files.mark.root,
+        detail={"files_rewind": files.mark.seq, "fork": fork_id}, durable=True,
+    )
+
+
+def _pending(marks: Sequence[Mark]) -> Mark | None:
+    done = {m.detail.get("files_rewind") for m in marks if m.kind == "conversation"}
+    for mark in reversed(marks):
+        if mark.kind == "rewind":
+            if mark.detail.get("conversation") and mark.seq not in done:
+                return mark
+            return None
+    return None
+
+
+def finish_unfinished(objects: ObjectStore, session_id: str, to: int, fork_id: str) -> bool:
+    """A conversation rewind to ``to`` that completes an interrupted rewind of both: say it
+    is done (True), or nothing to complete (False)."""
+    mark = _pending(objects.marks.of_session(session_id))
+    if mark is None or mark.message != to:
+        return False
+    objects.marks.add(session_id, "conversation", to, mark.root,
+                      detail={"files_rewind": mark.seq, "fork": fork_id}, durable=True)
+    return True
+
+
+def unfinished(workspace: Workspace, session_id: str) -> str | None:
+    """What to say when a rewind of both the files and the conversation was cut between the
+    two (a kill -9 after the files' commit point): the files were rewound, the conversation
+    was not."""
+    mark = _pending(workspace.objects.marks.of_session(session_id))
+    if mark is None:
+        return None
+    return (f"A rewind of session {session_id} to message {mark.message} was interrupted "
+            "after its files were rewound and before its conversation was: run `harness "
+            f"--rewind {session_id} --to {mark.message} --conversation` to finish it, or "
+            f"`harness --rewind {session_id} --undo` to put the files back.")
+
+
+__all__ = ["Ancestor", "RestoreFailed", "RewindPlan", "Rewound", "apply_rewind",
+           "finish_unfinished", "lineage", "marks_of", "message_marks", "plan_rewind",
+           "plan_undo", "record_conversation", "unfinished"]

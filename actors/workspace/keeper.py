@@ -53,6 +53,7 @@ from actors.workspace._rewind import (
     lineage,
     plan_rewind,
     plan_undo,
+    unfinished,
 )
 from actors.workspace._snapshot import KeptOut, Limits
 from actors.workspace._workspace import Workspace, open_objects
@@ -292,7 +293,11 @@ class WorkspaceKeeper:
         recovered = workspace.recover(lambda entry: objects.marks.rewind_recorded(entry.id))
         if due(objects):  # once a day: deleted sessions' and expired snapshots go
             collect(objects, self._store.exists, retention_days=self._retention_days)
-        return None if recovered is None else str(recovered)
+        said = [str(recovered)] if recovered is not None else []
+        half = unfinished(workspace, self._session_id)
+        if half is not None:
+            said.append(half)
+        return "\n".join(said) or None
 
     def _message_number(self) -> int:
         return int(self._store.info(self._session_id).transcript_messages)
