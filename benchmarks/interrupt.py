@@ -47,6 +47,7 @@ def measure(kind: str, key: str, work: Path) -> tuple[float, float]:
             ["-m", "repl", "--base-url", server.base_url, "--mode", "dangerouslySkipPermissions"],
             env=env, cwd=str(work), encoding="utf-8", timeout=20, dimensions=(40, 160),
         )
+        child.delaybeforesend = None  # pexpect sleeps 50 ms before each send by default
         child.expect("You:")
         child.send("go\r")
         if kind == "tool":
@@ -81,13 +82,16 @@ def stream_through(term: str, work: Path, words: int) -> float:
         child = pexpect.spawn(sys.executable, ["-m", "repl", "--base-url", server.base_url],
                               env=env, cwd=str(work), encoding="utf-8", timeout=60,
                               dimensions=(40, 160))
+        child.delaybeforesend = None
         child.expect("You:")
         start = time.perf_counter()
         child.send("go\r")
         child.expect("The end.")
         child.expect("You:")
         seconds = time.perf_counter() - start
-        child.sendcontrol("d")
+        # Not Ctrl-D: a dumb terminal's prompt is printed before the terminal leaves cooked
+        # mode, and a Ctrl-D typed in between is taken as end-of-file by the terminal itself.
+        child.send("\\exit\r")
         child.expect(pexpect.EOF)
         child.close()
     return seconds

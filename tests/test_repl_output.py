@@ -102,29 +102,32 @@ def test_print_mode_stays_plain_text_on_a_terminal(memory_dir: Path, project: Pa
 def test_control_characters_from_outside_never_reach_the_terminal(
     memory_dir: Path, project: Path, terminals: list[Terminal]
 ) -> None:
-    (project / "evil.txt").write_text("old\n")
+    (project / "evil.txt").write_text("old\x1b]0;title\x07\n")
     script = [
         Reply(tool_calls=[ToolCall("run_bash", {"command": r"printf 'out\033[2J\033]0;t\007'"})]),
+        Reply(tool_calls=[ToolCall("read_file", {"path": "evil.txt"})]),
         Reply(tool_calls=[ToolCall("write_file", {"path": "evil.txt",
                                                   "content": "new\x1b[2J\n"})]),
         Reply(HOSTILE, reasoning="thinking\x1b[2J hard"),
     ]
     with ScriptedServer(script) as server:
-        term = start(terminals, memory_dir, project, "--base-url", server.base_url,
-                     "--mode", "acceptEdits")
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url)
         start_at = len(term.log.getvalue())
         term.say("go")
         term.expect(re.escape("Allow run_bash: printf"))
+        term.say("y")
+        term.expect(re.escape("Allow write_file: evil.txt"))  # the diff of the file's content
         term.say("y")
         term.expect(r"rm -rf /")
         term.expect(PROMPT)
         raw = term.log.getvalue()[start_at:]
         assert "\x1b[2J" not in raw and "\x1b]0;" not in raw and "\x07" not in raw
         screen = term.screen_text()
-        assert "→ exit status 0" in screen and "out␛[2J␛]0;t␇" in screen
-        assert "+new␛[2J" not in screen  # acceptEdits: the write was not asked
-        assert "Thinking: thinking␛[2J hard" in screen
-        assert "Assistant: Look␛[2J here␛]0;pwned␇␍You: rm -rf /" in screen
+        assert "→ exit status 0" in screen and "out␛[2J␛]0;t␇" in screen  # command output
+        assert "old␛]0;title␇" in screen.split("[tool] read_file")[1]  # a file read
+        assert "-old␛]0;title␇\n    +new␛[2J" in screen  # the diff in the approval
+        assert "Thinking: thinking␛[2J hard" in screen  # the model's reasoning
+        assert "Assistant: Look␛[2J here␛]0;pwned␇␍You: rm -rf /" in screen  # and its answer
         assert term.exit() == 0
     assert (project / "evil.txt").read_text() == "new\x1b[2J\n"  # the file itself is exact
 

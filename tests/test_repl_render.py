@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pyte
@@ -24,6 +26,7 @@ from repl.interactive.project_files import ProjectFiles
 from repl.interactive.results import ResultLog, summary_lines
 from repl.interactive.sanitize import sanitize
 from repl.interactive.terminal import Capabilities
+from tests.clitools import REPO
 
 PLAIN = Capabilities(tty=True, colour=False)
 COLOUR = Capabilities(tty=True, colour=True)
@@ -166,6 +169,12 @@ def test_approval_diffs_for_write_edit_and_commands(tmp_path: Path) -> None:
     assert missing[0].startswith("old_string not found in 'calc.py'")
     outside = change_lines("write_file", {"path": "../x", "content": "y"}, files.read, PLAIN)
     assert len(outside) == 1 and "outside" in outside[0].lower()
+    for hostile in ("\x1b[2J.py", "../\x1b]0;t\x07"):  # the path is the model's text
+        for lines in (change_lines("edit_file", {"path": hostile, "old_string": "a",
+                                                 "new_string": "b"}, files.read, PLAIN),
+                      change_lines("write_file", {"path": hostile, "content": "y"},
+                                   files.read, PLAIN)):
+            assert lines and not any(c in "".join(lines) for c in "\x1b\x07"), lines
     assert change_lines("run_bash", {"command": "make test\n  && echo ok"}, files.read,
                         PLAIN) == ["$ make test", "    && echo ok"]
 
@@ -230,3 +239,18 @@ def test_keys_typed_during_a_turn_edit_the_draft() -> None:
 @pytest.mark.parametrize("text", ["plain", "**bold**"])
 def test_no_escape_sequences_without_colour(text: str) -> None:
     assert "\x1b" not in render_markdown(text, width=80, colour=False)
+
+
+@pytest.mark.slow
+def test_rich_is_not_imported_before_the_prompt_and_preload_imports_it() -> None:
+    """The prompt must appear at once: the REPL's modules leave rich (0.15 s) to
+    :func:`~repl.interactive.markdown.preload`, which a turn runs in a worker thread."""
+    script = ("import sys, repl.cli, repl.print_mode, repl.interactive.app\n"
+              "print('rich' in sys.modules)\n"
+              "from repl.interactive.markdown import preload\n"
+              "preload()\n"
+              "print('rich.markdown' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]

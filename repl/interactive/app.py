@@ -43,6 +43,7 @@ from repl.interactive.commands import CommandContext, ExitRequested, command_nam
 from repl.interactive.completion import HarnessCompleter
 from repl.interactive.diff import change_lines
 from repl.interactive.keys import TurnKeys
+from repl.interactive.markdown import preload
 from repl.interactive.pager import show_long
 from repl.interactive.project_files import ProjectFiles
 from repl.interactive.render import Renderer
@@ -94,6 +95,7 @@ class Repl:
         self._leaving = False
         self._keys: TurnKeys | None = None  # during a turn
         self._draft = ""  # text typed during the last turn, for the next prompt
+        self._preloading = False  # rich is imported in a thread when the first turn starts
         self.session: PromptSession[str] = PromptSession(
             history=FileHistory(str(settings.memory_dir / HISTORY_FILE)),
             completer=HarnessCompleter(store.list_sessions, settings.sandbox_dir),
@@ -291,6 +293,11 @@ class Repl:
             if attached.sent != text:
                 sent, shown = attached.sent, text
         async with anyio.create_task_group() as tg:
+            if self.caps.tty and not self._preloading:
+                # Not before the first prompt (it must appear at once); now, while the
+                # model is asked, so that no answer and no interrupt waits for the import.
+                self._preloading = True
+                tg.start_soon(partial(anyio.to_thread.run_sync, preload, abandon_on_cancel=True))
             if sys.stdin.isatty():
                 self._keys = TurnKeys(sys.stdin.fileno(), self.interrupt,
                                       self.renderer.draft_changed)

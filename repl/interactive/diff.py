@@ -51,14 +51,14 @@ def change_lines(tool: str, args: dict[str, Any], read: Reader, caps: Capabiliti
     path = args["path"]
     before, note = _current(read, path)
     if note:
-        return [note]
+        return [sanitize(note)]  # it names the path, which the model wrote
     if tool == "write_file":
         after = str(args.get("content", ""))
         header = "new file" if before is None else ""
     else:
         old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
         if before is None:
-            return [f"'{path}' does not exist; the edit will fail."]
+            return [sanitize(f"'{path}' does not exist; the edit will fail.")]
         count = before.count(old) if old else 0
         if count != 1:
             where = "not found in" if count == 0 else f"found {count} times in"
@@ -76,7 +76,7 @@ def change_lines(tool: str, args: dict[str, Any], read: Reader, caps: Capabiliti
         shown.append(caps.style("dim", f"… +{len(lines) - MAX_LINES} more lines"))
     if not lines:
         shown = ["(no change)"]
-    return ([header] if header else []) + shown
+    return ([sanitize(header)] if header else []) + shown
 
 
 def _colour(line: str, caps: Capabilities) -> str:

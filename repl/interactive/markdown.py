@@ -12,13 +12,16 @@ become final; the block still arriving is shown raw until it completes. A block 
 the room left on the screen is rendered in parts (a fence is closed and opened again), so the
 part not final yet always fits on the screen.
 
-rich is imported on first use, not when the REPL starts (it costs about 0.15 s).
+rich is never imported before the prompt appears (it costs about 0.15 s): :func:`preload`
+imports it in a worker thread when the first turn starts, so neither the first answer nor an
+interrupt of it waits for the import.
 """
 
 from __future__ import annotations
 
 import io
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +29,12 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _HEADING = re.compile(r"^ {0,3}#{1,6}(\s|$)")
 _consoles: dict[tuple[int, bool], Any] = {}
 _markdown_class: Any = None
+_importing = threading.Lock()  # the import in a worker thread and a render wait for each other
+
+
+def preload() -> None:
+    """Import rich and make the markdown class (blocking: run it in a worker thread)."""
+    _markdown_type()
 
 
 def _markdown_type() -> Any:
@@ -33,23 +42,29 @@ def _markdown_type() -> Any:
     headings on the left."""
     global _markdown_class
     if _markdown_class is None:
-        from markdown_it import MarkdownIt
-        from rich.markdown import Heading, Markdown
-
-        class LeftHeading(Heading):
-            LEVEL_ALIGN = {**Heading.LEVEL_ALIGN, "h1": "left"}  # noqa: RUF012
-
-        class AnswerMarkdown(Markdown):
-            elements = {**Markdown.elements, "heading_open": LeftHeading}  # noqa: RUF012
-
-            def __init__(self, markup: str) -> None:
-                super().__init__("", hyperlinks=False)
-                self.markup = markup
-                parser = MarkdownIt("commonmark", {"html": False})
-                self.parsed = parser.enable("strikethrough").enable("table").parse(markup)
-
-        _markdown_class = AnswerMarkdown
+        with _importing:
+            if _markdown_class is None:
+                _markdown_class = _make_markdown_type()
     return _markdown_class
+
+
+def _make_markdown_type() -> Any:
+    from markdown_it import MarkdownIt
+    from rich.markdown import Heading, Markdown
+
+    class LeftHeading(Heading):
+        LEVEL_ALIGN = {**Heading.LEVEL_ALIGN, "h1": "left"}  # noqa: RUF012
+
+    class AnswerMarkdown(Markdown):
+        elements = {**Markdown.elements, "heading_open": LeftHeading}  # noqa: RUF012
+
+        def __init__(self, markup: str) -> None:
+            super().__init__("", hyperlinks=False)
+            self.markup = markup
+            parser = MarkdownIt("commonmark", {"html": False})
+            self.parsed = parser.enable("strikethrough").enable("table").parse(markup)
+
+    return AnswerMarkdown
 
 
 def _console(width: int, colour: bool) -> Any:
