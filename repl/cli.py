@@ -30,16 +30,19 @@ DESCRIPTION = """\
 A terminal coding agent with durable sessions. It talks to any OpenAI-compatible endpoint
 (ollama by default), runs tools in the project directory, and saves every step.
 
-Start it with no arguments for the interactive prompt, or give -p PROMPT for one answer.
-The session commands below work without a model; wherever an ID is taken, any unique
-prefix of it works."""
+Start it with no arguments for the interactive prompt, give it a PROMPT to start the
+prompt with that message, or -p PROMPT for one answer. The session commands below work
+without a model; wherever an ID is taken, any unique prefix of it works."""
 
 EPILOG = """\
 examples:
   harness                                 start a new session in this directory
+  harness "fix the failing test"          start one with this first message
   harness -c                              continue the latest session of this project
+  harness -r                              pick a session to resume (type to search)
   harness -r k3m9                         resume the session whose id starts with k3m9
   harness -p "explain main.py"            one turn, answer on stdout
+  harness -p "..." --output-format json   one JSON object: answer, outcome, usage, cost
   harness --list-sessions [--all]         this project's sessions (--all: every project)
   harness --search "cache bug"            sessions containing every word
   harness --fork ID --at 12               a branch holding messages 1 to 12
@@ -49,6 +52,8 @@ examples:
 exit status: 0 answered (or the command worked); 1 the turn failed, was interrupted or
 stopped by a limit, or the store failed; 2 a usage mistake (a bad flag, an unknown, ambiguous,
 locked or archived session); 130 interrupted before anything ran."""
+
+PICK = "<pick>"  # --resume without an id: open the picker
 
 
 class _Parser(argparse.ArgumentParser):
@@ -120,11 +125,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_Version)
     run = parser.add_argument_group("running the agent")
+    run.add_argument("initial", nargs="?", metavar="PROMPT",
+                     help="start the interactive prompt with this first message")
     run.add_argument("-p", "--prompt", metavar="PROMPT",
                      help="run one user turn, print only the final answer, and exit "
                      "(use '-' to read the prompt from stdin)")
-    run.add_argument("-r", "--resume", metavar="ID",
-                     help="resume a saved session (any unique prefix of its id)")
+    run.add_argument("--output-format", choices=["text", "json", "stream-json"], default=None,
+                     help="with -p: text (the answer, default), json (one object with the "
+                     "session id, answer, outcome, usage, cost and tool calls) or stream-json "
+                     "(one JSON event per line as they happen); see the README")
+    run.add_argument("-r", "--resume", metavar="ID", nargs="?", const=PICK,
+                     help="resume a saved session (any unique prefix of its id); without an "
+                     "id, pick one (type to search; --all: every project's)")
     run.add_argument("-c", "--continue", dest="continue_", action="store_true",
                      help="resume the most recent session of this project")
     run.add_argument("--sandbox-dir", type=Path, default=None, metavar="DIR",
@@ -192,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="check the session store: integrity, search index, every "
                           "session, lock files, older records")
     sessions.add_argument("--all", dest="all_projects", action="store_true",
-                          help="with --list-sessions/--search: every project's "
+                          help="with --list-sessions/--search/--resume: every project's "
                           "sessions, with a project column")
     sessions.add_argument("--at", type=_positive_int, metavar="N",
                           help="with --fork: keep messages 1 to N (as --info and --export "
@@ -330,7 +342,7 @@ def resolve_ids(args: argparse.Namespace, store: Store) -> None:
             setattr(args, name, store.resolve_id(value))
     if args.rename:
         args.rename = [store.resolve_id(args.rename[0]), args.rename[1]]
-    if args.resume:
+    if args.resume and args.resume != PICK:
         args.resume = store.resolve_id(args.resume)
 
 
@@ -363,8 +375,8 @@ def _rewind(args: argparse.Namespace, store: Store) -> int:
 def _check_combinations(args: argparse.Namespace) -> None:
     command = next((c for c in _SESSION_COMMANDS if getattr(args, c) not in (None, False)), None)
     if args.resume is not None and not args.resume.strip():
-        raise UsageError("--resume needs a session id (see --list-sessions); to start a new "
-                         "session, leave --resume out.")
+        raise UsageError("--resume needs a session id (see --list-sessions), or nothing to "
+                         "pick one; to start a new session, leave --resume out.")
     if args.resume and args.continue_:
         raise UsageError("Use either --resume or --continue, not both.")
     if args.compact_id and (args.resume or args.continue_ or args.prompt is not None):
@@ -374,13 +386,16 @@ def _check_combinations(args: argparse.Namespace) -> None:
     if args.repair and not args.doctor:
         raise UsageError("--repair goes with --doctor.")
     if args.json and command not in ("list_sessions", "search", "info", "rewind"):
-        raise UsageError("--json goes with --list-sessions, --search, --info or --rewind.")
+        raise UsageError("--json goes with --list-sessions, --search, --info or --rewind (for "
+                         "-p, use --output-format json).")
     if args.format is not None and command != "export":
         raise UsageError("--format goes with --export.")
     if args.include_archived and command not in ("list_sessions", "search"):
         raise UsageError("--include-archived goes with --list-sessions or --search.")
-    if args.all_projects and command not in ("list_sessions", "search"):
-        raise UsageError("--all goes with --list-sessions or --search.")
+    if args.all_projects and command not in ("list_sessions", "search") \
+            and args.resume != PICK:
+        raise UsageError("--all goes with --list-sessions, --search or --resume without an "
+                         "id.")
     if args.at is not None and command != "fork":
         raise UsageError("--at N goes with --fork ID.")
     files_view = args.rewind_what == "files" and (args.info or args.export
@@ -393,6 +408,23 @@ def _check_combinations(args: argparse.Namespace) -> None:
         raise UsageError(f"{', '.join(rewind_flags)} go(es) with --rewind ID.")
     if args.diff and not (args.info and args.rewind_what == "files"):
         raise UsageError("--diff goes with --info ID --files.")
+    if args.initial is not None:
+        if command is not None:
+            raise UsageError(f"A prompt cannot be combined with {_flag(command)}.")
+        if args.prompt is not None:
+            raise UsageError("Give the prompt once: either -p PROMPT or PROMPT.")
+        if not args.initial.strip():
+            raise UsageError("The prompt is empty.")
+    if args.output_format is not None and command is not None:
+        raise UsageError("--output-format goes with -p, not with session commands.")
+    if args.output_format is not None and args.initial is not None:
+        raise UsageError("--output-format goes with -p (PROMPT alone starts the "
+                         "interactive prompt).")
+
+
+def _flag(dest: str) -> str:
+    return {"import_paths": "--import", "compact_id": "--compact"}.get(
+        dest, "--" + dest.replace("_", "-"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -418,6 +450,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             store.close()
     except HarnessError as exc:
+        if args.output_format in ("json", "stream-json"):  # a script still gets its object
+            from repl.headless import failure
+
+            failure(sys.stdout, str(exc), exc.exit_code, args.model)
         print(f"harness: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

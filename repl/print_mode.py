@@ -9,6 +9,9 @@ Actions that need an approval are denied (the mode decides what needs one), with
 stderr. SIGINT aborts the turn safely (exit 1 after recovery); SIGTERM, SIGHUP, SIGQUIT and
 SIGUSR1 stop the run and the supervisor's shutdown saves the session; repeats are ignored
 until that shutdown has ended (:mod:`repl.signals`).
+
+With ``--output-format json`` or ``stream-json`` stdout holds JSON instead of the answer
+(:mod:`repl.headless` describes the objects); stderr is the same.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from actors.core.events import (
 )
 from actors.runtime.supervisor import Supervisor, TurnResult
 from actors.store import Store
+from repl.headless import JsonOutput
 from repl.interactive.render import preview, readable_arguments
 from repl.interactive.sanitize import sanitize
 from repl.signals import run_signals
@@ -38,12 +42,18 @@ DRAIN_SECONDS = 1
 
 
 async def _report(
-    events: MemoryObjectReceiveStream[Event], err: TextIO, mode: str, drained: anyio.Event
+    events: MemoryObjectReceiveStream[Event],
+    err: TextIO,
+    mode: str,
+    drained: anyio.Event,
+    output: JsonOutput | None = None,
 ) -> None:
     try:
         async with events:
             async for event in events:
                 _show(event, err)
+                if output is not None:
+                    output.event(event)
                 if isinstance(event, ApprovalRequest):
                     print(_safe(f"[denied] {event.description} (print mode cannot ask; "
                                 f"--mode {mode} requires approval)", err), file=err)
@@ -88,7 +98,10 @@ async def run_print_mode(
     continue_latest: bool,
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
+    output_format: str = "text",
 ) -> int:
+    output = (JsonOutput(out, stream=output_format == "stream-json", model=settings.model)
+              if output_format != "text" else None)
     send, receive = anyio.create_memory_object_stream[Event](256)
     result: TurnResult | None = None
     drained = anyio.Event()
@@ -98,7 +111,7 @@ async def run_print_mode(
                 settings, store, events=send, resume=resume, continue_latest=continue_latest
             ) as sup, anyio.create_task_group() as tg:
                 signals.on_interrupt = sup.abort  # SIGINT aborts the turn (else stops)
-                tg.start_soon(_report, receive, err, settings.mode.value, drained)
+                tg.start_soon(_report, receive, err, settings.mode.value, drained, output)
                 try:
                     result = await sup.run_turn(prompt)
                 finally:
@@ -110,8 +123,11 @@ async def run_print_mode(
         by = signals.stopped_by.name if signals.stopped_by is not None else "a signal"
         result = TurnResult("interrupted", f"stopped by {by}")
     try:
+        if output is not None:
+            output.finish(result.outcome, result.text, result.usage, 0 if result.ok else 1)
         if result.ok:
-            print(_safe(result.text, out), file=out, flush=True)
+            if output is None:
+                print(_safe(result.text, out), file=out, flush=True)
             return 0
         label = "Interrupted" if result.outcome == "interrupted" else "Turn failed"
         print(_safe(f"harness: {label}: {result.text}", err), file=err, flush=True)

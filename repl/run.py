@@ -18,6 +18,7 @@ from actors.core.errors import UsageError
 from actors.model import base_url_problem
 from actors.runtime.supervisor import Supervisor
 from actors.store import Store
+from repl.cli import PICK
 from repl.print_mode import run_print_mode
 
 
@@ -29,7 +30,16 @@ def _backend() -> str:
 
 
 def _prompt_from(args: argparse.Namespace) -> str | None:
+    """The prompt of print mode (-p, or piped on stdin), None for the interactive prompt."""
+    if args.initial is not None:
+        if not sys.stdin.isatty():
+            raise UsageError("harness PROMPT starts the interactive prompt, which needs a "
+                             "terminal; use -p PROMPT for one answer.")
+        return None
     if args.prompt == "-" or (args.prompt is None and not sys.stdin.isatty()):
+        if args.resume == PICK:
+            raise UsageError("--resume without an id opens a picker, which needs a terminal; "
+                             "give the id (see --list-sessions).")
         text = sys.stdin.read()
         if not text.strip():
             raise UsageError("No prompt on stdin.")
@@ -37,6 +47,21 @@ def _prompt_from(args: argparse.Namespace) -> str | None:
     if args.prompt is not None and not args.prompt.strip():
         raise UsageError("The prompt given with -p is empty.")
     return args.prompt  # type: ignore[no-any-return]
+
+
+def _picked(args: argparse.Namespace, settings: Settings, store: Store) -> str | None:
+    """``--resume`` without an id: the session chosen in the picker (None: nothing chosen)."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError("--resume without an id opens a picker, which needs a terminal; "
+                         "give the id (see --list-sessions).")
+    from repl.interactive.picker import pick
+
+    chosen = pick(store, None if args.all_projects else str(settings.sandbox_dir))
+    if chosen is None:
+        return None
+    if chosen.forked_from:
+        print(f"Forked {chosen.forked_from} into {chosen.session_id}.", flush=True)
+    return chosen.session_id
 
 
 async def compact_session(settings: Settings, store: Store, session_id: str) -> int:
@@ -51,6 +76,7 @@ async def compact_session(settings: Settings, store: Store, session_id: str) -> 
 
 
 def run_agent(args: argparse.Namespace, settings: Settings, store: Store) -> int:
+    output_format = args.output_format or "text"
     if not settings.sandbox_dir.is_dir():
         raise UsageError(f"--sandbox-dir {settings.sandbox_dir} is not a directory.")
     problem = base_url_problem(settings.base_url)  # a URL nothing could answer at
@@ -60,12 +86,21 @@ def run_agent(args: argparse.Namespace, settings: Settings, store: Store) -> int
         return anyio.run(partial(compact_session, settings, store, args.compact_id),
                          backend=_backend())
     prompt = _prompt_from(args)
+    if prompt is None and output_format != "text":
+        raise UsageError("--output-format goes with -p PROMPT (or a prompt piped on stdin).")
+    resume = args.resume
+    if resume == PICK:
+        resume = _picked(args, settings, store)
+        if resume is None:
+            print("No session chosen.", flush=True)
+            return 0
     if prompt is not None:
         return anyio.run(
-            partial(run_print_mode, settings, store, prompt, resume=args.resume,
-                    continue_latest=args.continue_),
+            partial(run_print_mode, settings, store, prompt, resume=resume,
+                    continue_latest=args.continue_, output_format=output_format),
             backend=_backend(),
         )
     from repl.interactive.app import run_repl
 
-    return run_repl(settings, store, resume=args.resume, continue_latest=args.continue_)
+    return run_repl(settings, store, resume=resume, continue_latest=args.continue_,
+                    first=args.initial)

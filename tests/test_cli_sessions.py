@@ -242,6 +242,9 @@ def test_export_json_and_markdown_then_import(
         (("--include-archived",), "--include-archived goes with --list-sessions or --search"),
         (("--all",), "--all goes with --list-sessions"),
         (("--at", "3"), "--at N goes with --fork ID"),
+        (("--list-sessions", "hello"), "A prompt cannot be combined with --list-sessions"),
+        (("-p", "x", "y"), "Give the prompt once"),
+        (("--output-format", "json", "--list-sessions"), "--output-format goes with -p"),
         (("-r", "abc", "-c"), "Use either --resume or --continue"),
     ],
 )
@@ -257,7 +260,7 @@ def test_version_and_help(harness: Any, memory_dir: Path) -> None:
     version = ok(harness("--version", memory_dir=memory_dir))
     assert re.fullmatch(r"harness \d+\.\d+\.\d+\n", version)
     text = ok(harness("--help", memory_dir=memory_dir))
-    assert "exit status" in text and "-r ID, --resume ID" in text and "-c, --continue" in text
+    assert "--output-format" in text and "exit status" in text and "-r [ID], --resume [ID]" in text
 
 
 def test_resume_of_an_unknown_session_without_a_terminal(
@@ -267,6 +270,10 @@ def test_resume_of_an_unknown_session_without_a_terminal(
             "No saved session with id 'BADID'")
     refused(harness("--resume", "BADID", "-p", "hi", memory_dir=memory_dir),
             "No saved session with id 'BADID'")
+    refused(harness("-r", memory_dir=memory_dir, input="hello"),
+            "--resume without an id opens a picker, which needs a terminal")
+    refused(harness("fix it", memory_dir=memory_dir, input=""),
+            "harness PROMPT starts the interactive prompt, which needs a terminal")
 
 
 def test_locked_session_is_refused(

@@ -20,6 +20,7 @@ from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer
 from tests.children import read_line, rest_of
 from tests.clitools import REPO
+from tests.stores import wait_until
 from tests.test_repl import PROMPT, Terminal
 
 SYSTEM = {"role": "system", "content": "s"}
@@ -101,6 +102,11 @@ def test_a_deleted_wal_then_kill_9_loses_nothing_acknowledged(memory_dir: Path) 
     assert store.load_session(sid)["messages"] == [user("acknowledged")]
 
 
+def title_source(memory_dir: Path, session_id: str) -> str:
+    with SessionStore(memory_dir) as store:
+        return store.info(session_id).title_source
+
+
 @pytest.mark.slow
 def test_a_wal_deleted_while_the_repl_runs_stops_the_turn_and_kill_9_loses_nothing(
     memory_dir: Path, tmp_path: Path
@@ -113,6 +119,8 @@ def test_a_wal_deleted_while_the_repl_runs_stops_the_turn_and_kill_9_loses_nothi
             terminal.say("first question")
             terminal.expect("First answer.")
             terminal.expect(PROMPT)
+            # The title call after the first answer writes too: let it land first.
+            wait_until(lambda: title_source(memory_dir, terminal.session_id) == "model")
             (memory_dir / "sessions.sqlite3-wal").unlink()
             terminal.say("second question")
             terminal.expect("sessions.sqlite3-wal was deleted by another program")

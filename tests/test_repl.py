@@ -134,7 +134,7 @@ def test_streamed_answer_history_and_ctrl_d(
         again.child.close()
         assert again.child.exitstatus == 0
         assert server.requests == []
-    assert SessionStore(memory_dir).info(again.session_id).status == "saved"
+    assert not SessionStore(memory_dir).exists(again.session_id)  # nothing typed: not kept
 
 
 def test_completion_of_commands_and_session_ids(
@@ -334,6 +334,9 @@ def test_backslash_exit_and_sigterm_leave_the_session_saved(
         term.child.close()
         assert term.child.exitstatus == 0
         other = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        other.say("\\pin keep it short")  # something typed: the session is kept
+        other.expect("Pinned")
+        other.expect(PROMPT)
         other.child.kill(15)  # SIGTERM at the prompt
         other.child.expect(pexpect.EOF)
     store = SessionStore(memory_dir)

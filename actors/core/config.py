@@ -71,6 +71,7 @@ class Settings:
     compact_threshold: float = 0.8
     max_output_bytes: int = 32 * 1024
     preflight: bool = False  # check the endpoint in the background at start (the REPL does)
+    auto_title: bool = False  # ask the model for a title after the first answer (the REPL does)
     retry_backoff: float = field(default_factory=default_retry_backoff)
     workspace_snapshots: bool = True  # snapshot the project's files (rewind of files)
     snapshot_retention_days: float = 30.0  # older snapshots are collected (each session's

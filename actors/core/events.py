@@ -35,6 +35,10 @@ class SessionOpened:
     recovered_calls: int = 0  # interrupted tool calls answered by recovery on resume
     crashed_before: bool = False  # the last run did not close the session cleanly
     saved_approvals: tuple[str, ...] = ()  # standing approvals of the last run (not in force)
+    recent: tuple[tuple[int | None, dict[str, Any]], ...] = ()  # on resume: the end of the
+    # context, (message number, message), for the front end to show where the user was
+    parent_id: str | None = None  # a fork's parent
+    fork_point: int | None = None  # the parent's message it was cut after
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,11 @@ class ContextGauge:
 
 @dataclass(frozen=True)
 class TitleChanged:
+    """The session's title changed: at the first message (``provisional``), when the title
+    call answered (``model``), or by ``\\title`` (``user``)."""
+
     title: str
+    source: str = "user"
 
 
 @dataclass(frozen=True)

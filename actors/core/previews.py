@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from actors.core.compaction import PINNED_HEADER, SUMMARY_HEADER, SUMMARY_OPEN
-from actors.core.messages import text_of
+from actors.core.messages import SHOWN, text_of
 
 PREVIEW_CHARS = 200  # what the store keeps; listings cut it shorter to fit the screen
 _TAGS = re.compile(
@@ -35,10 +35,12 @@ def is_carried(message: Mapping[str, Any]) -> bool:
 
 
 def own_user_text(message: Mapping[str, Any]) -> str | None:
-    """The text of a message the user typed (None for any other message)."""
+    """The text of a message the user typed, as typed (``@path`` attachments not expanded;
+    None for any other message)."""
     if message.get("role") != "user" or is_carried(message):
         return None
-    return text_of(message)
+    shown = message.get(SHOWN)
+    return shown if isinstance(shown, str) else text_of(message)
 
 
 def latest_user_text(messages: Iterable[Mapping[str, Any]]) -> str | None:

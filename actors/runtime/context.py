@@ -117,3 +117,12 @@ class WorkingContext:
         self.messages = stored + self.messages[self.saved_len :]
         self.saved_len = len(stored)
         self.estimator.reset()
+
+    # -- rewind -------------------------------------------------------------------------------
+
+    def rewound(self, messages: list[Message]) -> None:
+        """The store moved the context back to ``messages`` (a rewind, after a checkpoint:
+        nothing was unsaved); the reported size no longer describes it."""
+        self.messages = messages
+        self.saved_len = len(messages)
+        self.estimator.reset()

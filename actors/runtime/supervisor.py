@@ -31,14 +31,14 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.core.budget import CHARS_PER_TOKEN
+from actors.core.budget import CHARS_PER_TOKEN, UsageTotals
 from actors.core.compaction import CompactionPlan, CompactResult, NoCompaction, split_point
 from actors.core.config import Settings
 from actors.core.errors import (
@@ -72,6 +72,7 @@ from actors.core.messages import (
     tool_result,
 )
 from actors.core.prompts import read_memory_notes, system_prompt
+from actors.core.titles import provisional_title
 from actors.core.turn import Turn
 from actors.model import (
     CUT_ANSWER_NOTICE,
@@ -87,13 +88,18 @@ from actors.runtime.compactor import CompactAnswer, Compactor, CompactRequest
 from actors.runtime.context import ContextSnapshot, WorkingContext
 from actors.runtime.lease import hold_lease
 from actors.runtime.recovery import settle_batch
+from actors.runtime.rewind import RewindOutcome, RewindRequest, restore_files
+from actors.runtime.rewind import check as rewind_check
+from actors.runtime.titler import ask_for_title
 from actors.runtime.tool_executor import BatchOutcome, ToolBatch, ToolExecutor
-from actors.store import Store, timestamp
+from actors.store import Rewound as ConversationRewound
+from actors.store import Store, UserMessage, timestamp
 from actors.tools import startup_warnings, tool_schemas
 from actors.workspace import RewindPlan, Rewound
 from actors.workspace.keeper import Request, WorkspaceClient, WorkspaceKeeper
 
 SHUTDOWN_SECONDS = 15
+REPLAY_MESSAGES = 12  # the end of the context a resumed session shows before the prompt
 TOOL_SCHEMA_TOKENS = len(json.dumps(tool_schemas())) // CHARS_PER_TOKEN
 Outcome = Literal["answered", "interrupted", "failed", "limit"]
 
@@ -102,6 +108,7 @@ Outcome = Literal["answered", "interrupted", "failed", "limit"]
 class TurnResult:
     outcome: Outcome
     text: str = ""  # the final answer (answered) or the reason (otherwise)
+    usage: UsageTotals | None = None  # what this turn used (model calls, tokens, cost)
 
     @property
     def ok(self) -> bool:
@@ -156,6 +163,9 @@ class Supervisor:
         self._turn: Turn | None = None
         self._actors: _Actors | None = None
         self._compaction: _Compaction | None = None
+        self._created = False  # this run created the session (removed if nothing was typed)
+        self._title_source = ""  # where the title came from (actors.core.titles)
+        self._titling: Turn | None = None  # the title call in flight, if any
 
     # -- opening and closing --------------------------------------------------------------
 
@@ -213,9 +223,12 @@ class Supervisor:
         messages = [
             {"role": "system", "content": system_prompt(self._settings.sandbox_dir, notes)}
         ]
+        with contextlib.suppress(HarnessError):  # runs that died before anything was typed
+            self._store.remove_abandoned()
         self._store.create_session(
             self.session_id, messages, project_root=project_root, status="active"
         )
+        self._created = True
         self._context.messages = messages
         self._store.checkpoint(self.session_id, messages, state=self._context.state())
         self._context.saved_len = len(messages)
@@ -232,18 +245,29 @@ class Supervisor:
         recovered = self._store.info(self.session_id).transcript_messages - before
         self._context = WorkingContext.restored(messages, info.state,
                                                 overhead=TOOL_SCHEMA_TOKENS)
+        self._title_source = info.title_source
         self._store.update(self.session_id, status="active")
+        recent = self._store.recent_messages(self.session_id, REPLAY_MESSAGES)
         return SessionOpened(
             self.session_id, info.title, resumed=True, context_messages=len(messages),
             recovered_calls=recovered,
             crashed_before=info.status == "active",  # we hold the lease: its holder died
             saved_approvals=tuple(str(r) for r in info.state.get("approvals", [])),
+            recent=tuple(recent), parent_id=info.parent_id, fork_point=info.fork_point,
         )
 
     def _finish(self, status: str) -> None:
-        """Shutdown writes (the actors are gone): recover, fallback summary, status."""
+        """Shutdown writes (the actors are gone): recover, fallback summary, usage, status.
+        A session this run created in which nothing was typed is removed instead."""
+        if self._created:
+            with contextlib.suppress(HarnessError):
+                if self._store.info(self.session_id).user_messages == 0:
+                    self._store.delete(self.session_id)
+                    return
         with contextlib.suppress(HarnessError):
             self._store.recover(self.session_id)
+        with contextlib.suppress(HarnessError):  # a title call's cost, after the last turn
+            self._store.update(self.session_id, state=self._context.state())
         with contextlib.suppress(HarnessError):
             self._store.ensure_summary(self.session_id)
         with contextlib.suppress(HarnessError):
@@ -290,6 +314,8 @@ class Supervisor:
             finally:
                 if self._compaction is not None:
                     self._compaction.job.cancel("the harness is exiting")
+                if self._titling is not None:
+                    self._titling.cancel("the harness is exiting")
                 for stream in (tools_send, model_send, compact_send, writer_send):
                     stream.close()
                 workspace.close()
@@ -345,20 +371,26 @@ class Supervisor:
         if self._turn is not None:
             raise UsageError("A turn is already running.")
         turn = self._turn = Turn()
+        before = replace(self._context.usage)
+        result = TurnResult("failed", "The turn did not end.")
         try:
-            return await self._turn_loop(turn, text, shown)
+            result = await self._turn_loop(turn, text, shown)
         except LimitReached as exc:
-            return TurnResult("limit", str(exc))
+            result = TurnResult("limit", str(exc))
         except StorageError as exc:
-            return TurnResult("failed", f"Could not save the session: {exc} The turn stopped; "
-                              "the last saved checkpoint is intact.")
+            result = TurnResult("failed", f"Could not save the session: {exc} The turn "
+                                "stopped; the last saved checkpoint is intact.")
         except HarnessError as exc:  # an actor gone or crashed
-            return TurnResult("failed", str(exc))
+            result = TurnResult("failed", str(exc))
         finally:
             turn.cancel("the turn ended")  # nothing of this turn may outlive it
             self._turn = None
             self._answer_unstarted_calls()
             await self._after_turn()
+        result.usage = self._context.usage.minus(before)
+        if result.ok:
+            self._start_title(shown or text, result.text)
+        return result
 
     async def _turn_loop(self, turn: Turn, text: str, shown: str | None) -> TurnResult:
         context = self._context
@@ -369,6 +401,10 @@ class Supervisor:
         await self._checkpoint()
         number = await anyio.to_thread.run_sync(self._message_number)
         self._running().workspace.note("message", message=number)  # kept while the model thinks
+        if not self._title_source and text.strip():  # the store set it in that checkpoint
+            self._title_source = "provisional"
+            await self._events.send(
+                TitleChanged(provisional_title(shown or text), "provisional"))
         for _ in range(self._settings.max_turns):
             if turn.cancelled:
                 return TurnResult("interrupted", turn.reason)
@@ -607,10 +643,11 @@ class Supervisor:
 
     # -- commands -------------------------------------------------------------------------
 
-    async def fork(self) -> str:
-        """Checkpoint, then copy this session into a new one; returns the new id."""
+    async def fork(self, at: int | None = None) -> str:
+        """Checkpoint, then copy this session (up to message ``at``) into a new one; returns
+        the new id. This session stays the running one."""
         await self._checkpoint()
-        new_id: str = await self._running().writer.call(lambda s, sid: s.fork(sid))
+        new_id: str = await self._running().writer.call(lambda s, sid: s.fork(sid, at))
         return new_id
 
     async def plan_files_rewind(self, to: int) -> RewindPlan:
@@ -629,9 +666,91 @@ class Supervisor:
         return await self._running().workspace.rewind(plan)
 
     async def set_title(self, title: str) -> None:
+        """The user's title: it always wins (a title call still running cannot replace it)."""
         title = title.strip()
+        self._title_source = "user"
         await self._running().writer.update(title=title)
-        await self._events.send(TitleChanged(title))
+        await self._events.send(TitleChanged(title, "user"))
+
+    # -- the title call -------------------------------------------------------------------
+
+    def _start_title(self, user_text: str, answer_text: str) -> None:
+        """After an answer, while the session has no title better than the provisional one,
+        ask the model for one in the background (at most one call at a time; never waited
+        for). No await: it starts or not, whatever cancellation is going on."""
+        if (
+            not self._settings.auto_title
+            or self._title_source not in ("", "provisional")
+            or self._titling is not None
+            or self._actors is None
+            or not answer_text.strip()
+        ):
+            return
+        job = self._titling = Turn()
+        actors = self._actors
+        actors.tasks.start_soon(self._title_task, actors.model, job, user_text, answer_text)
+
+    async def _title_task(
+        self,
+        inbox: MemoryObjectSendStream[ModelRequest],
+        job: Turn,
+        user_text: str,
+        answer_text: str,
+    ) -> None:
+        """Ask, count the cost (the supervisor owns usage), set the title unless the user set
+        one, tell the front end."""
+        try:
+            title, usage = await ask_for_title(inbox, user_text, answer_text, job)
+            if usage is not None:
+                self._context.usage.add(usage, self._settings.price_in, self._settings.price_out)
+            state = self._context.state()
+            applied = False
+            if title is not None and self._title_source != "user":
+                applied = await self._running().writer.call(
+                    lambda s, sid: s.propose_title(sid, title)
+                )
+            await self._running().writer.update(state=state)
+            if applied and self._title_source != "user":
+                self._title_source = "model"
+                await self._events.send(TitleChanged(title or "", "model"))
+            await self._gauge()
+        except ActorGone:  # the harness is leaving: no title, nothing to undo
+            pass
+        except HarnessError as exc:  # the store failed: say so (the next turn will too)
+            await self.notify(f"The session's title was not saved: {exc}", "warning")
+        finally:
+            self._titling = None
+
+    # -- rewind ---------------------------------------------------------------------------
+
+    async def rewind_points(self) -> list[UserMessage]:
+        """The messages the user typed on the current branch, oldest first, as saved."""
+        await self._checkpoint()
+        points: list[UserMessage] = await self._running().writer.call(
+            lambda s, sid: s.user_messages(sid)
+        )
+        return points
+
+    async def rewind(self, request: RewindRequest) -> RewindOutcome:
+        """Go back to just before a message the user typed (see :mod:`actors.runtime.rewind`
+        for the steps): the part after it is kept as a fork, whose id is in the outcome.
+        Not during a turn; a background compaction is waited for first."""
+        if self._turn is not None:
+            raise UsageError("A turn is running; rewind when it has ended.")
+        rewind_check(request)
+        while self._compaction is not None:
+            await self._result_of(self._compaction)
+        await self._checkpoint()
+        writer = self._running().writer
+        with anyio.CancelScope(shield=True):  # the store moves back: so must the context
+            async with self._context_lock:
+                rewound: ConversationRewound = await writer.call(
+                    lambda s, sid: s.rewind(sid, request.before)
+                )
+                files = await restore_files(request)
+                self._context.rewound(list(rewound.messages))
+        await self._gauge()
+        return RewindOutcome(request.before, list(rewound.messages), rewound.fork_id, files)
 
     async def set_standing_approvals(self, rules: list[str]) -> None:
         """Replace this run's standing approvals ("don't ask again": a tool name, or

@@ -12,6 +12,11 @@ Each chat request consumes one step, in order. Instead of a list, pass ``respond
 for long generated conversations. Streaming responses use chunked transfer encoding, so a
 ``Drop`` mid-stream is a detectable protocol error on the client (not a clean end of body).
 
+A session's title call (``actors.core.titles``, recognised by its system prompt) never
+consumes a step: ``titles=`` answers it (a list of steps or a responder; by default the reply
+``Scripted session title``), and it is recorded in ``server.title_requests``, not in
+``server.requests``, so a script describes the conversation alone.
+
 ``flavour=`` picks the wire format of a real server (``actors.testing.flavours``: ``Ollama()``,
 ``LlamaCpp()``, ``VLLM()``, each with its quirks as options); the default is OpenAI's own.
 A flavour also decides how errors look, which requests the server refuses (an unknown model,
@@ -36,6 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from actors.core.titles import is_title_request
 from actors.testing.flavours import FLAVOURS, Flavour
 from actors.testing.steps import (
     JSON,
@@ -67,6 +73,9 @@ __all__ = [
     "load_script",
     "tool_pairing_errors",
 ]
+
+
+DEFAULT_TITLE = "Scripted session title"  # the answer to a title call, unless told
 
 
 # ------------------------------------------------------------------------------ conversation check
@@ -328,6 +337,7 @@ class ScriptedServer:
     A request the flavour's server would refuse before running the model (an unknown model,
     tools without ``--jinja``) is answered as that server does and consumes no step.
     ``models_gate``: ``GET /v1/models`` waits until this event is set (a slow endpoint).
+    ``titles``: the answers to title calls, apart from the script (see the module doc).
     """
 
     def __init__(
@@ -339,8 +349,13 @@ class ScriptedServer:
         port: int = 0,
         flavour: Flavour | None = None,
         models_gate: threading.Event | None = None,
+        titles: Sequence[Step] | Responder | None = None,
     ) -> None:
         self.flavour = flavour or Flavour()
+        self._titles: Sequence[Step] | Responder = (
+            titles if titles is not None else (lambda _body: Reply(DEFAULT_TITLE))
+        )
+        self.title_requests: list[JSON] = []
         self.models_gate = models_gate
         self.models = list(models) if models is not None else self.flavour.default_models()
         self.refusals: list[JSON] = []
@@ -432,6 +447,13 @@ class ScriptedServer:
                 raise TimeoutError(f"expected {n} requests, got {len(self._requests)}")
             return list(self._requests)
 
+    def wait_for_title_requests(self, n: int, timeout: float = 5.0) -> list[JSON]:
+        """Block until at least ``n`` title calls arrived; return them. TimeoutError if not."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self.title_requests) >= n, timeout):
+                raise TimeoutError(f"expected {n} title requests, got {len(self.title_requests)}")
+            return list(self.title_requests)
+
     def assert_done(self) -> None:
         """Raise AssertionError if steps remain or any error/expectation failure was recorded."""
         with self._cond:
@@ -453,8 +475,27 @@ class ScriptedServer:
         with self._cond:
             self.errors.append(message)
 
+    def _title_step(self, body: JSON) -> tuple[Step | None, tuple[int, JSON | str]]:
+        """The answer to a title call (recorded apart from the conversation's requests)."""
+        with self._cond:
+            index = len(self.title_requests)
+            self.title_requests.append(body)
+            self._cond.notify_all()
+        titles = self._titles
+        if callable(titles):
+            step: Step = titles(body)
+        elif index < len(titles):
+            step = titles[index]
+        else:
+            message = f"unexpected title request {index} (no title step left)"
+            self._record_error(message)
+            return None, (500, self.flavour.error_payload(500, message))
+        return step, (200, {})
+
     def _next_step(self, body: JSON) -> tuple[Step | None, tuple[int, JSON | str]]:
         """Record the request and pick its step, or return (None, (status, payload))."""
+        if is_title_request(body.get("messages")):
+            return self._title_step(body)
         with self._cond:
             index = len(self._requests)
             self._requests.append(body)

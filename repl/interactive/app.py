@@ -39,7 +39,13 @@ from actors.runtime.supervisor import Supervisor
 from actors.store import Store
 from repl.interactive.approvals import choices, covered, parse_answer, rule_for
 from repl.interactive.attachments import attach
-from repl.interactive.commands import CommandContext, ExitRequested, command_name, run_command
+from repl.interactive.commands import (
+    CommandContext,
+    ExitRequested,
+    SwitchSession,
+    command_name,
+    run_command,
+)
 from repl.interactive.completion import HarnessCompleter
 from repl.interactive.diff import change_lines
 from repl.interactive.keys import TurnKeys
@@ -47,11 +53,12 @@ from repl.interactive.markdown import preload
 from repl.interactive.pager import show_long
 from repl.interactive.project_files import ProjectFiles
 from repl.interactive.render import Renderer
+from repl.interactive.replay import replay_lines
 from repl.interactive.results import ResultLog
 from repl.interactive.sanitize import sanitize
 from repl.interactive.terminal import Capabilities
 from repl.interactive.view import SessionView
-from repl.signals import run_signals
+from repl.signals import RunSignals, run_signals
 
 HISTORY_FILE = "history"
 
@@ -96,9 +103,11 @@ class Repl:
         self._keys: TurnKeys | None = None  # during a turn
         self._draft = ""  # text typed during the last turn, for the next prompt
         self._preloading = False  # rich is imported in a thread when the first turn starts
+        self.switch_to: str | None = None  # \resume chose another session
         self.session: PromptSession[str] = PromptSession(
             history=FileHistory(str(settings.memory_dir / HISTORY_FILE)),
-            completer=HarnessCompleter(store.list_sessions, settings.sandbox_dir),
+            completer=HarnessCompleter(lambda: store.list_sessions(include_empty=False),
+                                       settings.sandbox_dir),
             complete_in_thread=True,  # session ids come from the database
             multiline=True,
             key_bindings=self._bindings(),
@@ -221,6 +230,8 @@ class Repl:
         print(f"Memory directory: {self.settings.memory_dir}")
         if opened.resumed:
             print(f"Resumed with {opened.context_messages} messages in context.")
+            for line in replay_lines(opened):
+                print(sanitize(line))
         if opened.saved_approvals:
             rules = ", ".join(sanitize(r) for r in opened.saved_approvals)
             print(f"Standing approvals of the last run are off ({rules}); "
@@ -241,7 +252,10 @@ class Repl:
             self._command.cancel()
         return True
 
-    async def loop(self) -> None:
+    async def loop(self, first: str | None = None) -> None:
+        if first is not None:  # harness PROMPT: the first message, sent at once
+            print(f"You: {first}", flush=True)
+            await self.turn(first)
         while True:
             self._exit_armed = False
             try:
@@ -272,8 +286,14 @@ class Repl:
         except ExitRequested:
             self._leaving = True
             return
+        except SwitchSession as switch:
+            self.switch_to = switch.session_id
+            self._leaving = True
+            return
         finally:
             self._command = None
+        if reply is not None and reply.prefill:  # \rewind gives your message back
+            self._draft = reply.prefill
         await self.drain()
         if reply is None:
             print("Interrupted (anything started goes on in the background).", flush=True)
@@ -320,40 +340,79 @@ class Repl:
             print(sanitize(result.text), flush=True)
 
 
-async def _main(
-    settings: Settings, store: Store, resume: str | None, continue_latest: bool
-) -> int:
+async def _run_session(
+    settings: Settings,
+    store: Store,
+    signals: RunSignals,
+    resume: str | None,
+    continue_latest: bool,
+    first: str | None,
+) -> tuple[str | None, str | None]:
+    """One session in the REPL: (its id, the session ``\\resume`` chose to go on with)."""
     send, receive = anyio.create_memory_object_stream[Event | _Barrier](1000)
-    session_id = None
+    async with Supervisor.open(
+        settings, store, events=send, resume=resume, continue_latest=continue_latest
+    ) as sup:
+        repl = Repl(sup, settings, store, send)
+        signals.on_interrupt = repl.interrupt
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(repl.show_events, receive)
+            await repl.drain()  # the greeting and the notices of opening come first
+            session_id = repl.view.session_id
+            await repl.loop(first)
+            tg.cancel_scope.cancel()
+    return session_id, repl.switch_to
+
+
+async def _main(
+    settings: Settings,
+    store: Store,
+    resume: str | None,
+    continue_latest: bool,
+    first: str | None = None,
+) -> int:
     # The handlers are installed before the first prompt shows and stay until the
     # supervisor's shutdown has ended (repl/signals.py).
     async with run_signals() as signals:
         with signals.scope:  # SIGTERM, SIGHUP, SIGQUIT, SIGUSR1: leave; the shutdown saves
-            async with Supervisor.open(
-                settings, store, events=send, resume=resume, continue_latest=continue_latest
-            ) as sup:
-                repl = Repl(sup, settings, store, send)
-                signals.on_interrupt = repl.interrupt
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(repl.show_events, receive)
-                    await repl.drain()  # the greeting and the notices of opening come first
-                    session_id = repl.view.session_id
-                    await repl.loop()
-                    tg.cancel_scope.cancel()
-    if session_id is not None:
-        with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
-            print(f"Saved session {session_id}.", flush=True)
+            while True:
+                session_id: str | None = None
+                try:
+                    session_id, switch = await _run_session(
+                        settings, store, signals, resume, continue_latest, first)
+                finally:
+                    if session_id is not None:
+                        await _say_saved(store, session_id)
+                if switch is None:
+                    break
+                resume, continue_latest, first = switch, False, None
     return 0
 
 
+async def _say_saved(store: Store, session_id: str) -> None:
+    kept = await anyio.to_thread.run_sync(store.exists, session_id)
+    with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+        if kept:
+            print(f"Saved session {session_id}.", flush=True)
+        else:
+            print("Nothing was typed; no session was kept.", flush=True)
+
+
 def run_repl(
-    settings: Settings, store: Store, *, resume: str | None, continue_latest: bool
+    settings: Settings,
+    store: Store,
+    *,
+    resume: str | None,
+    continue_latest: bool,
+    first: str | None = None,
 ) -> int:
+    """The interactive prompt; ``first`` is sent as the first message (``harness PROMPT``)."""
     if not sys.stdin.isatty():  # pragma: no cover - print mode handles pipes
         raise SystemExit("harness: the interactive prompt needs a terminal; use -p")
     create_history_file(settings.memory_dir)
     # The endpoint is checked in the background while the prompt is shown: its warnings
-    # (not running, model not pulled, context too small) arrive as notices.
-    settings = dataclasses.replace(settings, preflight=True)
-    return anyio.run(partial(_main, settings, store, resume, continue_latest),
+    # (not running, model not pulled, context too small) arrive as notices. After the first
+    # answer, the model names the session in the background.
+    settings = dataclasses.replace(settings, preflight=True, auto_title=True)
+    return anyio.run(partial(_main, settings, store, resume, continue_latest, first),
                      backend="asyncio")

@@ -30,6 +30,8 @@ COMMANDS: dict[str, str] = {
     "\\title": "\\title TEXT: name this session",
     "\\compact": "summarise older turns now",
     "\\fork": "copy this session (or \\fork ID) into a new one; you stay here",
+    "\\rewind": "go back to before a message you typed (the rest is kept as a fork)",
+    "\\resume": "pick another session to switch to (or \\resume ID)",
     "\\pin": "\\pin TEXT: an instruction kept verbatim across compactions",
     "\\todos": "show the to-do list",
     "\\result": "show the last tool result whole, paged (or \\result N)",
@@ -37,7 +39,7 @@ COMMANDS: dict[str, str] = {
     "\\approvals": "standing approvals; \\approvals keep (the last run's), \\approvals clear",
     "\\exit": "leave (also Ctrl-D)",
 }
-TAKES_SESSION_ID = ("\\info", "\\fork")
+TAKES_SESSION_ID = ("\\info", "\\fork", "\\resume")
 
 KEYS = """\
 Every \\command also works as /command. @path attaches a file (or a directory's file list).
@@ -51,11 +53,20 @@ class ExitRequested(Exception):
     """``\\exit`` was typed."""
 
 
+class SwitchSession(Exception):
+    """``\\resume`` chose another session: leave this one (saved) and open that one."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id)
+        self.session_id = session_id
+
+
 @dataclass
 class Reply:
     text: str
     error: bool = False
     paged: bool = False  # long text: shown through the pager
+    prefill: str = ""  # text to put in the next prompt (\\rewind gives your message back)
 
 
 @dataclass
@@ -191,6 +202,18 @@ async def _exit(ctx: CommandContext, _: str) -> Reply:
     raise ExitRequested
 
 
+async def _rewind(ctx: CommandContext, argument: str) -> Reply:
+    from repl.interactive.rewind_command import rewind
+
+    return await rewind(ctx, argument)
+
+
+async def _resume(ctx: CommandContext, argument: str) -> Reply:
+    from repl.interactive.rewind_command import resume
+
+    return await resume(ctx, argument)
+
+
 HANDLERS: dict[str, Callable[[CommandContext, str], Awaitable[Reply]]] = {
     "\\help": _help,
     "\\sessions": _sessions,
@@ -198,6 +221,8 @@ HANDLERS: dict[str, Callable[[CommandContext, str], Awaitable[Reply]]] = {
     "\\title": _title,
     "\\compact": _compact,
     "\\fork": _fork,
+    "\\rewind": _rewind,
+    "\\resume": _resume,
     "\\pin": _pin,
     "\\todos": _todos,
     "\\result": _result,
