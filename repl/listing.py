@@ -102,12 +102,18 @@ def table(
     """The rows of a listing with a header; ``width`` cuts each line to fit (None: the
     preview is cut at 100 characters); ``mark`` is the id to flag with ``*``."""
     headers = ["ID", "UPDATED", "MSGS", "STATUS"] + (["PROJECT"] if with_project else [])
+    now = now or datetime.now(UTC)
+    home = str(Path.home()) if with_project else ""
+    names: dict[str, str] = {}  # a project's short name, worked out once per listing
     rows = []
     for item in items:
         cells = [str(item["id"]), ago(str(item.get("updated_at", "")), now),
                  str(item.get("messages", "")), status_of(item)]
         if with_project:
-            name = project_name(str(item.get("project_root", "")))
+            root = str(item.get("project_root", ""))
+            name = names.get(root)
+            if name is None:
+                name = names[root] = project_name(root, home)
             cells.append(name if len(name) <= 32 else "…" + name[-31:])  # the end says most
         rows.append(cells)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]

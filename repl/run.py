@@ -16,10 +16,11 @@ import anyio
 from actors.core.config import Settings
 from actors.core.errors import UsageError
 from actors.model import base_url_problem
-from actors.runtime.supervisor import Supervisor
 from actors.store import Store
 from repl.cli import PICK
-from repl.print_mode import run_print_mode
+
+# The supervisor, print mode and the REPL are imported when they run, so that the resume
+# picker (``harness -r``) is on the screen before the rest of the harness has loaded.
 
 
 def _backend() -> str:
@@ -66,6 +67,8 @@ def _picked(args: argparse.Namespace, settings: Settings, store: Store) -> str |
 
 async def compact_session(settings: Settings, store: Store, session_id: str) -> int:
     """``--compact ID``: resume the session, compact it once, save it."""
+    from actors.runtime.supervisor import Supervisor
+
     async with Supervisor.open(settings, store, resume=session_id) as sup:
         result = await sup.compact()
     if result.applied or result.message.startswith("Nothing to compact"):
@@ -95,6 +98,8 @@ def run_agent(args: argparse.Namespace, settings: Settings, store: Store) -> int
             print("No session chosen.", flush=True)
             return 0
     if prompt is not None:
+        from repl.print_mode import run_print_mode
+
         return anyio.run(
             partial(run_print_mode, settings, store, prompt, resume=resume,
                     continue_latest=args.continue_, output_format=output_format),

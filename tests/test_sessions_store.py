@@ -256,6 +256,17 @@ def test_rewind_moves_the_context_back_and_keeps_the_tail_as_a_fork(store: Store
         store.rewind(sid, before=3)  # an answer, not a user message
 
 
+def test_rewind_to_before_every_typed_message_keeps_pairing_valid(store: Store) -> None:
+    messages = conversation()
+    sid = store.create_session(messages=messages)
+    for point in store.user_messages(sid):
+        copy = store.fork(sid)  # a fresh whole copy for each rewind
+        rewound = store.rewind(copy, before=point.number)
+        assert rewound.messages == messages[: point.number - 1], point
+        assert pairing_problems(store.load_context(copy)) == [], point
+        assert store.load_session(rewound.fork_id)["messages"] == messages  # the tail kept
+
+
 def test_rewind_past_a_compaction_rebuilds_the_branch(store: Store) -> None:
     messages = conversation()
     sid = store.create_session(messages=messages)

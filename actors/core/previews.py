@@ -56,6 +56,15 @@ def latest_user_text(messages: Iterable[Mapping[str, Any]]) -> str | None:
 def one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
     """``text`` on one line for a listing: data tags and their headers removed, whitespace
     folded, at most ``limit`` characters (an ellipsis marks a cut)."""
+    if (  # already one clean line (a stored preview, most titles): nothing to do
+        len(text) <= limit
+        and text.isprintable()
+        and "<" not in text
+        and "  " not in text
+        and text == text.strip()
+        and not any(header in text for header in _BOILERPLATE)
+    ):
+        return text
     text = _TAGS.sub(" ", text)
     for header in _BOILERPLATE:
         text = text.replace(header, " ")

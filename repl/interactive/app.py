@@ -230,8 +230,8 @@ class Repl:
         print(f"Memory directory: {self.settings.memory_dir}")
         if opened.resumed:
             print(f"Resumed with {opened.context_messages} messages in context.")
-            for line in replay_lines(opened):
-                print(sanitize(line))
+            for line in replay_lines(opened):  # where you left off, dimmed
+                print(self.caps.style("dim", sanitize(line)))
         if opened.saved_approvals:
             rules = ", ".join(sanitize(r) for r in opened.saved_approvals)
             print(f"Standing approvals of the last run are off ({rules}); "
