@@ -285,3 +285,23 @@ def test_fifos_and_sockets_are_never_opened_nor_recorded(tmp_path: Path, memory:
         assert (project / "a.txt").read_text() == "a" and second.root != first.root
     finally:
         sock.close()
+
+
+def test_a_stopped_snapshot_records_nothing_and_the_next_one_is_whole(
+    tmp_path: Path, memory: Path
+) -> None:
+    import threading
+
+    from actors.workspace._snapshot import SnapshotStopped
+
+    project = _project(tmp_path / "p", {f"d{i}/f.txt": str(i) for i in range(5)})
+    workspace = _workspace(project, memory)
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(SnapshotStopped):
+        workspace.snapshot(stop=stop)
+    assert workspace.objects.usage().objects == 0 and not workspace.cache.dirs
+    snap = workspace.snapshot()
+    other = tmp_path / "other-memory"
+    other.mkdir(mode=0o700)
+    assert snap.files == 5 and snap.root == _workspace(project, other).snapshot().root

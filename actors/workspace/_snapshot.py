@@ -18,9 +18,11 @@ would pass ``max_project_bytes``, the largest are kept out until they fit; past
 out is an entry of its own in the tree (see :mod:`._tree`), and each snapshot reports what
 it newly kept out, so nothing goes missing silently.
 
-Blocking; run it in a worker thread. Interrupting it (a kill -9 included) leaves the store
-consistent: objects are written in one transaction before the snapshot's id exists, so at
-worst unreferenced objects remain for the next collection.
+Blocking; run it in a worker thread. Setting :attr:`Snapshotter.stop` stops it at the next
+directory (:class:`SnapshotStopped`; the stat cache is left as it was). Interrupting it (a
+kill -9 included) leaves the store consistent: objects are written in one transaction
+before the snapshot's id exists, so at worst unreferenced objects remain for the next
+collection.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -117,6 +120,10 @@ class _Restart(Exception):
     """The store's epoch moved under the snapshot: take it again without the cache."""
 
 
+class SnapshotStopped(Exception):
+    """The snapshot was stopped (its ``stop`` event was set): nothing of it was recorded."""
+
+
 class Snapshotter:
     """Takes snapshots of one project into one object store (see the module doc)."""
 
@@ -127,6 +134,7 @@ class Snapshotter:
         self.cache = cache
         self.limits = limits or Limits()
         self._protected_inodes = {ino for _dev, ino in sandbox.protected}
+        self.stop: threading.Event | None = None  # set: the walk stops at the next directory
         self._rules_cache: dict[tuple[str, Key, Rules], Rules] = {}
 
     def take(self, force: frozenset[str] = frozenset()) -> Snapshot:
@@ -206,6 +214,8 @@ class Snapshotter:
 
     def _scan(self, fd: int, rel: str, parent_rules: Rules, depth: int) -> _Node:
         """Walk one directory (``rel``: "" or "a/b/") and those below it."""
+        if self.stop is not None and self.stop.is_set():
+            raise SnapshotStopped
         key_rel = rel[:-1]
         cached = self.cache.dirs.get(key_rel)
         with os.scandir(fd) as scan:

@@ -23,6 +23,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -172,10 +173,16 @@ class Workspace:
 
     # -- snapshots ------------------------------------------------------------------------
 
-    def snapshot(self, force: frozenset[str] = frozenset()) -> Snapshot:
-        """The files as they are now (see :mod:`._snapshot`)."""
+    def snapshot(self, force: frozenset[str] = frozenset(),
+                 stop: threading.Event | None = None) -> Snapshot:
+        """The files as they are now (see :mod:`._snapshot`); ``stop`` set from another
+        thread stops it (:class:`SnapshotStopped`)."""
         with self._locked(fcntl.LOCK_SH):
-            return self.snapshotter.take(force)
+            self.snapshotter.stop = stop
+            try:
+                return self.snapshotter.take(force)
+            finally:
+                self.snapshotter.stop = None
 
     def save_cache(self) -> None:
         """Write the stat cache if it changed (a failure costs only speed)."""

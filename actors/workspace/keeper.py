@@ -22,15 +22,18 @@ Snapshots are a safety net, never a reason to stop a turn: when one cannot be ta
 disk, an unreadable project), the front end is told once and the turn goes on; requests are
 then answered ``None``.
 
-Cancellation: each snapshot runs in a worker thread that is never abandoned, so a mark is
-recorded whole or not at all; a caller that stops waiting (Ctrl-C) leaves it to finish.
-When the keeper is cancelled, requests still queued are dropped (the next run's first
-snapshot sees their changes); the stat cache is written in a shielded, bounded cleanup.
+Cancellation: each snapshot runs in a worker thread, so a mark is recorded whole or not at
+all; a caller that stops waiting (Ctrl-C) leaves it to finish. When the keeper itself is
+cancelled (the run is leaving), the snapshot under way is stopped at its next directory and
+waited for (shielded, bounded): nothing of it is recorded. Requests still queued are
+dropped (the next run's first snapshot sees their changes); the stat cache is written in a
+shielded, bounded cleanup.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +58,7 @@ from actors.workspace._rewind import (
     plan_undo,
     unfinished,
 )
-from actors.workspace._snapshot import KeptOut, Limits
+from actors.workspace._snapshot import KeptOut, Limits, SnapshotStopped
 from actors.workspace._workspace import Workspace, open_objects
 
 if TYPE_CHECKING:
@@ -245,8 +248,27 @@ class WorkspaceKeeper:
             await self._events.send(Notice(said, "warning"))
 
     async def _serve(self, request: SnapshotRequest) -> Taken | None:
+        stop, finished = threading.Event(), threading.Event()
+
+        def work() -> Taken:
+            try:
+                return self._take(request, stop)
+            finally:
+                finished.set()
+
         try:
-            taken = await anyio.to_thread.run_sync(self._take, request)
+            taken = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            # Leaving: a cold snapshot of a big tree must not hold the exit. The walk stops
+            # at its next directory (nothing of it is recorded); wait for that, bounded.
+            stop.set()
+            with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
+                await anyio.to_thread.run_sync(finished.wait, CLEANUP_SECONDS)
+            if not finished.is_set():
+                self._state.workspace = None  # still in the thread's hands: not touched
+            raise
+        except SnapshotStopped:
+            return None
         except (StorageError, ToolFailed, OSError) as exc:
             await self._warn("snapshot", f"A workspace snapshot failed ({exc}); the files "
                              "of this point cannot be rewound. The session goes on.")
@@ -302,11 +324,11 @@ class WorkspaceKeeper:
     def _message_number(self) -> int:
         return int(self._store.info(self._session_id).transcript_messages)
 
-    def _take(self, request: SnapshotRequest) -> Taken:
+    def _take(self, request: SnapshotRequest, stop: threading.Event | None = None) -> Taken:
         state = self._state
         workspace = state.workspace
         assert workspace is not None
-        snap = workspace.snapshot()
+        snap = workspace.snapshot(stop=stop)
         since, number = state.last_root, request.message
         if request.kind == "after" and request.call_id in state.before:
             since, number = state.before.pop(request.call_id)
