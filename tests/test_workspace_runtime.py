@@ -12,7 +12,7 @@ from actors.core.config import Mode
 from actors.core.events import Notice, ToolCallStarted
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from actors.workspace import open_objects
+from actors.workspace import JournalEntry, Workspace, open_objects
 from actors.workspace._diff import Trees
 from tests.runtime import running, settings_for, wait_for
 
@@ -172,3 +172,28 @@ async def test_the_running_session_rewinds_its_files_through_the_keeper(
     kinds = [m.kind for m in objects.marks.of_session(session)]
     objects.close()
     assert kinds == ["message", "before", "after", "rewind", "message", "rewind"]
+
+
+async def test_a_recovery_that_cannot_be_done_turns_snapshots_off_and_the_turn_goes_on(
+    tmp_path: Path,
+) -> None:
+    script = [
+        Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "x"})]),
+        Reply("Done."),
+    ]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url, mode=Mode.SKIP_PERMISSIONS)
+        settings.memory_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        objects = open_objects(settings.memory_dir)
+        workspace = Workspace(settings.sandbox_dir, settings.memory_dir, objects)
+        missing = "ab" * 20  # a snapshot the store does not have: it cannot be put back
+        workspace.journal.begin(JournalEntry(target=missing, undo=missing,
+                                             project=workspace.project))
+        workspace.close()
+        objects.close()
+        async with running(settings) as (sup, rec):
+            assert (await sup.run_turn("Write")).ok
+    assert (settings.sandbox_dir / "a.txt").read_text() == "x"
+    off = [n.text for n in rec.of(Notice) if "snapshots are off" in n.text]
+    assert len(off) == 1 and "could not be undone" in off[0]
+    assert workspace.journal.pending() is not None  # kept for the next start

@@ -44,7 +44,7 @@ import anyio.abc
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from actors.core.errors import HarnessError, StorageError, ToolFailed, UsageError
+from actors.core.errors import ActorCrashed, HarnessError, StorageError, UsageError
 from actors.core.events import EventSink, Notice
 from actors.core.mailbox import answer, ask
 from actors.workspace._diff import Change
@@ -240,7 +240,8 @@ class WorkspaceKeeper:
     async def _open(self) -> None:
         try:
             said = await anyio.to_thread.run_sync(self._open_blocking)
-        except (StorageError, ToolFailed) as exc:
+        except (HarnessError, OSError) as exc:  # a failed recovery included: its journal
+            await anyio.to_thread.run_sync(self._close)  # stays for the next start
             await self._warn("open", f"Workspace snapshots are off for this run: {exc} "
                              "Files changed from now on cannot be rewound.")
             return
@@ -269,8 +270,10 @@ class WorkspaceKeeper:
             raise
         except SnapshotStopped:
             return None
-        except (StorageError, ToolFailed, OSError) as exc:
-            await self._warn("snapshot", f"A workspace snapshot failed ({exc}); the files "
+        except Exception as exc:  # a full disk, or a bug: never a reason to stop the turn
+            cause = str(exc) if isinstance(exc, HarnessError | OSError) else (
+                f"{type(exc).__name__}: {exc}")
+            await self._warn("snapshot", f"A workspace snapshot failed ({cause}); the files "
                              "of this point cannot be rewound. The session goes on.")
             return None
         for kept in taken.kept_out:
@@ -296,6 +299,8 @@ class WorkspaceKeeper:
             return await anyio.to_thread.run_sync(self._rewind_blocking, to, plan)
         except HarnessError as exc:  # raised in the caller (RestoreFailed says what became
             return exc  # of the files)
+        except Exception as exc:  # a bug: answered, the keeper goes on
+            return ActorCrashed(f"The workspace keeper failed ({type(exc).__name__}: {exc}).")
 
     async def _warn(self, key: str, text: str) -> None:
         if key not in self._state.warned:
@@ -306,8 +311,12 @@ class WorkspaceKeeper:
 
     def _open_blocking(self) -> str | None:
         objects = open_objects(self._memory_dir, self._store)
-        workspace = Workspace(self._project, self._memory_dir, objects, limits=self._limits,
-                              protected=[self._store.memory_dir])
+        try:
+            workspace = Workspace(self._project, self._memory_dir, objects,
+                                  limits=self._limits, protected=[self._store.memory_dir])
+        except BaseException:
+            objects.close()
+            raise
         state = self._state
         state.workspace = workspace
         latest = objects.marks.latest(self._session_id)
