@@ -10,73 +10,20 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from actors.core.config import Settings
 from actors.core.errors import StorageError
 from actors.store import Store, export_session, open_store, to_markdown
-from actors.workspace import Mark, ObjectStore, open_objects
+from actors.workspace import ObjectStore, open_objects
+from actors.workspace._calls import call_lines, calls_changing_files
 from actors.workspace._diff import Trees, diff, unified
 from actors.workspace._housekeeping import collect, report, size
 
 
-@dataclass(frozen=True)
-class CallFiles:
-    """One tool call that changed files (or a rewind), and the paths it changed."""
-
-    message: int
-    call_id: str
-    tool: str
-    paths: list[tuple[str, str]]  # (path, added | modified | deleted)
-    mark: Mark
-    before: bytes | None  # the snapshot before it (for the diff)
-
-    def as_json(self) -> dict[str, Any]:
-        return {"message": self.message, "call_id": self.call_id, "tool": self.tool,
-                "paths": [{"path": p, "status": s} for p, s in self.paths]}
-
-
-def calls_changing_files(objects: ObjectStore, session_id: str) -> list[CallFiles]:
-    """The session's calls (and rewinds) that changed files, in order."""
-    marks = objects.marks.of_session(session_id)
-    shown = [m for m in marks if m.kind in ("after", "rewind")]
-    paths = objects.marks.paths(m.seq for m in shown)
-    before = {m.call_id: m.root for m in marks if m.kind == "before"}
-    undo = {m.seq: bytes.fromhex(str(m.detail["undo"])) for m in shown
-            if m.kind == "rewind" and m.detail.get("undo")}
-    found = []
-    for mark in shown:
-        if mark.seq not in paths:
-            continue
-        tool = "rewind" if mark.kind == "rewind" else str(mark.detail.get("tool", ""))
-        start = undo.get(mark.seq) if mark.kind == "rewind" else before.get(mark.call_id)
-        found.append(CallFiles(mark.message, mark.call_id, tool, paths[mark.seq], mark, start))
-    return found
-
-
 def _open(memory_dir: Path, store: Store) -> ObjectStore:
     return open_objects(memory_dir, store)
-
-
-def _lines(calls: list[CallFiles], objects: ObjectStore | None = None) -> list[str]:
-    if not calls:
-        return ["Files changed by tool calls: none recorded."]
-    lines = ["Files changed by tool calls:"]
-    letters = {"added": "A", "modified": "M", "deleted": "D"}
-    trees = Trees(objects) if objects is not None else None
-    for call in calls:
-        who = "rewind" if call.tool == "rewind" else f"{call.tool} {call.call_id}"
-        lines.append(f"  message {call.message}, {who}:")
-        for path, status in call.paths:
-            lines.append(f"    {letters.get(status, '?')} {path}")
-        if trees is not None:
-            for change in diff(trees, call.before, call.mark.root):
-                if not change.is_dir:
-                    lines.extend("      " + line for line in
-                                 unified(trees, change).rstrip("\n").split("\n"))
-    return lines
 
 
 def show_files(store: Store, session_id: str, *, memory_dir: Path, with_diff: bool,
@@ -101,7 +48,7 @@ def show_files(store: Store, session_id: str, *, memory_dir: Path, with_diff: bo
                       indent=2)
             out.write("\n")
         else:
-            print("\n".join(_lines(calls, objects if with_diff else None)), file=out)
+            print("\n".join(call_lines(calls, objects if with_diff else None)), file=out)
     finally:
         objects.close()
     return 0
@@ -120,7 +67,7 @@ def export_with_files(store: Store, session_id: str, *, memory_dir: Path, fmt: s
     if fmt == "markdown":
         out.write(to_markdown(record))
         out.write("\n## Files changed by tool calls\n\n")
-        for line in _lines(calls)[1:] or ["none recorded."]:
+        for line in call_lines(calls)[1:] or ["none recorded."]:
             out.write(line + "\n")
     else:
         record["files_changed"] = [c.as_json() for c in calls]

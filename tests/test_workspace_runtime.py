@@ -197,3 +197,30 @@ async def test_a_recovery_that_cannot_be_done_turns_snapshots_off_and_the_turn_g
     off = [n.text for n in rec.of(Notice) if "snapshots are off" in n.text]
     assert len(off) == 1 and "could not be undone" in off[0]
     assert workspace.journal.pending() is not None  # kept for the next start
+
+
+async def test_the_files_command_shows_what_each_call_changed(tmp_path: Path) -> None:
+    from repl.interactive.commands import CommandContext, run_command
+    from repl.interactive.view import SessionView
+
+    script = [
+        Reply(tool_calls=[ToolCall("run_bash", {"command": "echo one > a.txt"})]),
+        Reply(tool_calls=[ToolCall("edit_file", {"path": "a.txt", "old_string": "one",
+                                                 "new_string": "two"})]),
+        Reply("Done."),
+    ]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url, mode=Mode.SKIP_PERMISSIONS)
+        store = SessionStore(settings.memory_dir)
+        async with running(settings, store) as (sup, _rec):
+            assert (await sup.run_turn("Write and edit")).ok
+            ctx = CommandContext(sup, store, SessionView(session_id=sup.session_id))
+            listed = await run_command(ctx, "\\files")
+            with_diff = await run_command(ctx, "/files diff")
+            wrong = await run_command(ctx, "\\files everything")
+    lines = listed.text.splitlines()
+    assert lines[0] == "Files changed by tool calls:"
+    assert lines[2] == "    A a.txt" and lines[4] == "    M a.txt"
+    assert ", run_bash " in lines[1] and ", edit_file " in lines[3]
+    assert "      -one" in with_diff.text.splitlines() and with_diff.paged
+    assert wrong.error and wrong.text == "Usage: \\files [diff]"

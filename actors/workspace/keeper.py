@@ -47,6 +47,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from actors.core.errors import ActorCrashed, HarnessError, StorageError, UsageError
 from actors.core.events import EventSink, Notice
 from actors.core.mailbox import answer, ask
+from actors.workspace._calls import call_lines, calls_changing_files
 from actors.workspace._diff import Change
 from actors.workspace._housekeeping import DEFAULT_RETENTION_DAYS, collect, due
 from actors.workspace._rewind import (
@@ -106,7 +107,15 @@ class ApplyRewind:
     reply: MemoryObjectSendStream[Rewound | HarnessError]
 
 
-Request = SnapshotRequest | PlanRewind | ApplyRewind
+@dataclass
+class FilesReport:
+    """What each tool call of this session changed, as lines (with the diffs: ``diff``)."""
+
+    diff: bool
+    reply: MemoryObjectSendStream[list[str] | HarnessError]
+
+
+Request = SnapshotRequest | PlanRewind | ApplyRewind | FilesReport
 
 
 class WorkspaceClient:
@@ -148,6 +157,12 @@ class WorkspaceClient:
         plan: RewindPlan = await ask(self._inbox, lambda reply: PlanRewind(to, reply),
                                      "workspace keeper")
         return plan
+
+    async def files_changed(self, with_diff: bool) -> list[str]:
+        """What each tool call of the session changed (lines for people)."""
+        lines: list[str] = await ask(self._inbox, lambda reply: FilesReport(with_diff, reply),
+                                     "workspace keeper")
+        return lines
 
     async def rewind(self, plan: RewindPlan) -> Rewound:
         """Carry out ``plan`` (done or not started; see :mod:`._rewind`). Cancelling the
@@ -228,6 +243,9 @@ class WorkspaceKeeper:
                     if isinstance(request, ApplyRewind):
                         await answer(request.reply, await self._rewind(0, request.plan))
                         continue
+                    if isinstance(request, FilesReport):
+                        await answer(request.reply, await self._report(request.diff))
+                        continue
                     result = await self._serve(request) if self._state.workspace else None
                     if request.reply is not None:
                         await answer(request.reply, result)
@@ -301,6 +319,21 @@ class WorkspaceKeeper:
             return exc  # of the files)
         except Exception as exc:  # a bug: answered, the keeper goes on
             return ActorCrashed(f"The workspace keeper failed ({type(exc).__name__}: {exc}).")
+
+    async def _report(self, with_diff: bool) -> list[str] | HarnessError:
+        workspace = self._state.workspace
+        if workspace is None:
+            return ["Workspace snapshots are off for this run."]
+        objects = workspace.objects
+
+        def lines() -> list[str]:
+            calls = calls_changing_files(objects, self._session_id)
+            return call_lines(calls, objects if with_diff else None)
+
+        try:
+            return await anyio.to_thread.run_sync(lines)
+        except HarnessError as exc:
+            return exc
 
     async def _warn(self, key: str, text: str) -> None:
         if key not in self._state.warned:

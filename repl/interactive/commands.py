@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "\\result": "show the last tool result whole, paged (or \\result N)",
     "\\thinking": "show the model's last reasoning whole",
     "\\approvals": "standing approvals; \\approvals keep (the last run's), \\approvals clear",
+    "\\files": "the files each tool call changed (\\files diff: with the diffs)",
     "\\exit": "leave (also Ctrl-D)",
 }
 TAKES_SESSION_ID = ("\\info", "\\fork", "\\resume")
@@ -194,6 +195,13 @@ async def _approvals(ctx: CommandContext, argument: str) -> Reply:
     return Reply("\n".join(lines))
 
 
+async def _files(ctx: CommandContext, argument: str) -> Reply:
+    if argument not in ("", "diff"):
+        return Reply("Usage: \\files [diff]", error=True)
+    lines = await ctx.sup.files_changed(with_diff=argument == "diff")
+    return Reply("\n".join(lines), paged=argument == "diff")
+
+
 async def _help(ctx: CommandContext, _: str) -> Reply:
     return Reply(help_text())
 
@@ -228,6 +236,7 @@ HANDLERS: dict[str, Callable[[CommandContext, str], Awaitable[Reply]]] = {
     "\\result": _result,
     "\\thinking": _thinking,
     "\\approvals": _approvals,
+    "\\files": _files,
     "\\exit": _exit,
 }
 
