@@ -57,6 +57,7 @@ from actors.workspace._rewind import (
     lineage,
     plan_rewind,
     plan_undo,
+    record_conversation,
     unfinished,
 )
 from actors.workspace._snapshot import KeptOut, Limits, SnapshotStopped
@@ -101,10 +102,21 @@ class PlanRewind:
 
 @dataclass
 class ApplyRewind:
-    """Carry out a planned rewind."""
+    """Carry out a planned rewind (``with_conversation``: the conversation follows, and
+    :class:`ConversationRewound` says when it has)."""
 
     plan: RewindPlan
     reply: MemoryObjectSendStream[Rewound | HarnessError]
+    with_conversation: bool = False
+
+
+@dataclass
+class ConversationRewound:
+    """The conversation half of a rewind of both is done (recorded: see ``_rewind``)."""
+
+    files: Rewound
+    fork_id: str
+    reply: MemoryObjectSendStream[bool | HarnessError]
 
 
 @dataclass
@@ -115,7 +127,7 @@ class FilesReport:
     reply: MemoryObjectSendStream[list[str] | HarnessError]
 
 
-Request = SnapshotRequest | PlanRewind | ApplyRewind | FilesReport
+Request = SnapshotRequest | PlanRewind | ApplyRewind | ConversationRewound | FilesReport
 
 
 class WorkspaceClient:
@@ -164,12 +176,21 @@ class WorkspaceClient:
                                      "workspace keeper")
         return lines
 
-    async def rewind(self, plan: RewindPlan) -> Rewound:
+    async def rewind(self, plan: RewindPlan, *, with_conversation: bool = False) -> Rewound:
         """Carry out ``plan`` (done or not started; see :mod:`._rewind`). Cancelling the
         wait does not stop it: the keeper finishes the restore it started."""
-        done: Rewound = await ask(self._inbox, lambda reply: ApplyRewind(plan, reply),
-                                  "workspace keeper")
+        done: Rewound = await ask(
+            self._inbox, lambda reply: ApplyRewind(plan, reply, with_conversation),
+            "workspace keeper")
         return done
+
+    async def conversation_rewound(self, files: Rewound, fork_id: str) -> bool:
+        """Record that the conversation half of a rewind of both is done too (False:
+        snapshots are off, nothing to record)."""
+        recorded: bool = await ask(
+            self._inbox, lambda reply: ConversationRewound(files, fork_id, reply),
+            "workspace keeper")
+        return recorded
 
 
 def describe_changes(changes: Sequence[Change], shown: int = SHOWN_PATHS) -> str:
@@ -241,7 +262,11 @@ class WorkspaceKeeper:
                         await answer(request.reply, await self._rewind(request.to, None))
                         continue
                     if isinstance(request, ApplyRewind):
-                        await answer(request.reply, await self._rewind(0, request.plan))
+                        await answer(request.reply, await self._rewind(
+                            0, request.plan, request.with_conversation))
+                        continue
+                    if isinstance(request, ConversationRewound):
+                        await answer(request.reply, await self._conversation_done(request))
                         continue
                     if isinstance(request, FilesReport):
                         await answer(request.reply, await self._report(request.diff))
@@ -306,15 +331,17 @@ class WorkspaceKeeper:
     async def _rewind(self, to: int, plan: None) -> RewindPlan | HarnessError: ...
 
     @overload
-    async def _rewind(self, to: int, plan: RewindPlan) -> Rewound | HarnessError: ...
+    async def _rewind(self, to: int, plan: RewindPlan,
+                      with_conversation: bool = False) -> Rewound | HarnessError: ...
 
-    async def _rewind(self, to: int, plan: RewindPlan | None
-                      ) -> RewindPlan | Rewound | HarnessError:
+    async def _rewind(self, to: int, plan: RewindPlan | None,
+                      with_conversation: bool = False) -> RewindPlan | Rewound | HarnessError:
         if self._state.workspace is None:
             return UsageError("Workspace snapshots are off for this run; the files cannot "
                               "be rewound.")
         try:
-            return await anyio.to_thread.run_sync(self._rewind_blocking, to, plan)
+            return await anyio.to_thread.run_sync(self._rewind_blocking, to, plan,
+                                                  with_conversation)
         except HarnessError as exc:  # raised in the caller (RestoreFailed says what became
             return exc  # of the files)
         except Exception as exc:  # a bug: answered, the keeper goes on
@@ -389,7 +416,19 @@ class WorkspaceKeeper:
             workspace.save_cache()  # (a cache lost to a kill -9 costs one slower snapshot)
         return Taken(snap.root, number, changes, snap.kept_out, snap.seconds)
 
-    def _rewind_blocking(self, to: int, plan: RewindPlan | None) -> RewindPlan | Rewound:
+    async def _conversation_done(self, request: ConversationRewound) -> bool | HarnessError:
+        workspace = self._state.workspace
+        if workspace is None:
+            return False
+        try:
+            await anyio.to_thread.run_sync(record_conversation, workspace, request.files,
+                                           request.fork_id)
+        except HarnessError as exc:
+            return exc
+        return True
+
+    def _rewind_blocking(self, to: int, plan: RewindPlan | None,
+                         with_conversation: bool = False) -> RewindPlan | Rewound:
         workspace = self._state.workspace
         assert workspace is not None
         if plan is None:
@@ -397,7 +436,7 @@ class WorkspaceKeeper:
             if to:
                 return plan_rewind(workspace, self._session_id, to, ancestors)
             return plan_undo(workspace, self._session_id, ancestors)
-        done = apply_rewind(workspace, plan)
+        done = apply_rewind(workspace, plan, with_conversation=with_conversation)
         self._state.last_root = done.mark.root
         workspace.save_cache()
         return done
