@@ -98,7 +98,7 @@ def _files(store: Store, workspace: Workspace, session_id: str, *, to: int | Non
     ancestors = lineage(store.info, session_id)
     plan = plan_undo(workspace, session_id, ancestors) if undo else plan_rewind(
         workspace, session_id, to or 0, ancestors)
-    report = _report(plan, workspace)
+    report = _report(plan, workspace.project)
     report["notes"] = said
     report["conversation"] = {"rewound": False} if both else None
     if dry_run or (plan.restore.empty and not both):
@@ -160,7 +160,7 @@ def _conversation(store: Store, session_id: str, to: int, dry_run: bool, as_json
     return 0
 
 
-def _report(plan: RewindPlan, workspace: Workspace) -> dict[str, Any]:
+def _report(plan: RewindPlan, project: str) -> dict[str, Any]:
     restore = plan.restore
     files = []
     for stat in restore.stats:
@@ -176,12 +176,37 @@ def _report(plan: RewindPlan, workspace: Workspace) -> dict[str, Any]:
         "session_id": plan.session_id,
         "to_message": plan.to or None,
         "undoes_rewind_to": plan.target.message if plan.undo else None,
-        "project": workspace.project,
+        "project": project,
         "snapshot": plan.target.root.hex() if not plan.undo else plan.restore.target.hex(),
         "files": files,
         "left_alone": [{"path": a.path, "reason": a.reason} for a in restore.left_alone],
         "dry_run": False,
     }
+
+
+def diffstat_lines(report: dict[str, Any], *, done: bool) -> list[str]:
+    """A plan's files as lines (path, action, lines added and removed, hand edits flagged),
+    then what it leaves alone: for this command and for ``\\rewind`` in the REPL."""
+    files = report["files"]
+    lines = []
+    width = min(max((len(f["path"]) for f in files), default=0), 60)
+    for f in files:
+        counts = ("" if f["added_lines"] is None
+                  else f"  +{f['added_lines']} -{f['removed_lines']}")
+        flag = "  (changed since the session last saw it)" if f["hand_edited"] else ""
+        lines.append(f"  {f['path']:<{width}}  {f['action']}{counts}{flag}")
+    edited = [f["path"] for f in files if f["hand_edited"]]
+    if edited:
+        lines.append(f"{len(edited)} file(s) were changed after the session last saw them (by "
+                     "hand, or by another program); "
+                     + ("they were kept first." if done else "the rewind would overwrite them."))
+    lines.extend(f"  {a['path']}: {a['reason']}" for a in report["left_alone"])
+    return lines
+
+
+def plan_report(plan: RewindPlan, project: str) -> dict[str, Any]:
+    """What ``plan`` would do, as the JSON report (and :func:`diffstat_lines`) read it."""
+    return _report(plan, project)
 
 
 def _show(report: dict[str, Any], plan: RewindPlan, as_json: bool, out: TextIO, *,
@@ -198,20 +223,8 @@ def _show(report: dict[str, Any], plan: RewindPlan, as_json: bool, out: TextIO, 
     else:
         verb = "Would rewind" if dry_run else "Rewound"
         print(f"{verb} {what} ({report['project']}):", file=out)
-        width = min(max(len(f["path"]) for f in files), 60)
-        for f in files:
-            lines = ("" if f["added_lines"] is None
-                     else f"  +{f['added_lines']} -{f['removed_lines']}")
-            flag = "  (changed since the session last saw it)" if f["hand_edited"] else ""
-            print(f"  {f['path']:<{width}}  {f['action']}{lines}{flag}", file=out)
-        edited = [f["path"] for f in files if f["hand_edited"]]
-        if edited:
-            print(f"{len(edited)} file(s) were changed after the session last saw them (by "
-                  "hand, or by another program); "
-                  + ("the rewind would overwrite them." if dry_run else
-                     "they were kept first."), file=out)
-    for alone in report["left_alone"]:
-        print(f"  {alone['path']}: {alone['reason']}", file=out)
+    for line in diffstat_lines(report, done=not dry_run):
+        print(line, file=out)
     if files and dry_run:
         print("Nothing was changed (--dry-run).", file=out)
     elif files:
