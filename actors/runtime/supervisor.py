@@ -115,6 +115,14 @@ class TurnResult:
         return self.outcome == "answered"
 
 
+def _checkpoint_numbered(store: Store, session_id: str, messages: list[Any],
+                         state: dict[str, Any]) -> int:
+    """A checkpoint, then the number its last message has in the transcript (in the writer's
+    thread: one trip for both)."""
+    store.checkpoint(session_id, messages, state=state)
+    return int(store.info(session_id).transcript_messages)
+
+
 def latest_session_of(store: Store, project_root: str) -> str:
     """The id of the most recently updated, unarchived session of this project that the user
     typed something in (--continue)."""
@@ -340,14 +348,23 @@ class Supervisor:
                                              self._settings.max_context_tokens,
                                              self._context.usage.total_cost_usd))
 
-    async def _checkpoint(self, *, planned_calls: bool = False) -> None:
+    async def _checkpoint(self, *, planned_calls: bool = False, numbered: bool = False) -> int:
+        """Save the context; with ``numbered``, the number the latest message got (as --info
+        numbers them), read in the same trip to the writer (0 otherwise)."""
         writer = self._running().writer
         context = self._context
+        number = 0
         async with self._context_lock:
             snapshot = list(context.messages)
-            await writer.checkpoint(snapshot, state=context.state(), planned_calls=planned_calls)
+            state = context.state()
+            if numbered:
+                number = await writer.call(lambda s, sid: _checkpoint_numbered(
+                    s, sid, snapshot, state))
+            else:
+                await writer.checkpoint(snapshot, state=state, planned_calls=planned_calls)
             context.saved_len = len(snapshot)
         await self._gauge()
+        return number
 
     # -- the turn -------------------------------------------------------------------------
 
@@ -398,8 +415,7 @@ class Supervisor:
         if shown is not None and shown != text:
             message[SHOWN] = shown
         context.messages.append(message)
-        await self._checkpoint()
-        number = await anyio.to_thread.run_sync(self._message_number)
+        number = await self._checkpoint(numbered=True)
         self._running().workspace.note("message", message=number)  # kept while the model thinks
         if not self._title_source and text.strip():  # the store set it in that checkpoint
             self._title_source = "provisional"
@@ -453,10 +469,6 @@ class Supervisor:
             f"Stopped after {self._settings.max_turns} model requests for this message "
             "(--max-turns). Send another message to go on."
         )
-
-    def _message_number(self) -> int:
-        """The number of the session's latest saved message (as --info numbers them)."""
-        return int(self._store.info(self.session_id).transcript_messages)
 
     def _answer_unstarted_calls(self) -> None:
         """After a turn that stopped between the model's tool calls and their batch (its
