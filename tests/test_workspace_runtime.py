@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from actors.core.config import Mode
-from actors.core.events import Notice, ToolCallStarted
+from actors.core.events import Notice, ToolCallFinished, ToolCallStarted
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.workspace import JournalEntry, Workspace, open_objects
@@ -72,8 +72,12 @@ async def test_snapshots_at_each_message_and_around_each_side_effecting_call(
     assert changed[marks[2].seq] == [("a.txt", "added")]
     assert changed[marks[4].seq] == [("a.txt", "modified"), ("made/m.txt", "added"),
                                      ("old.txt", "deleted")]
-    notices = [n.text for n in rec.of(Notice)]
-    assert "The command created made/m.txt; changed a.txt; deleted old.txt." in notices
+    told = "The command created made/m.txt; changed a.txt; deleted old.txt."
+    at = next(i for i, e in enumerate(rec.events) if isinstance(e, Notice) and e.text == told)
+    finished = next(i for i, e in enumerate(rec.events)
+                    if isinstance(e, ToolCallFinished) and e.name == "run_bash")
+    assert at == finished + 1  # told right after the command's result, once
+    assert [n.text for n in rec.of(Notice)].count(told) == 1
 
 
 async def test_an_interrupted_command_still_records_what_it_changed(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ from actors.core.events import (
     ApprovalRequest,
     Denied,
     EventSink,
+    Notice,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -60,7 +61,7 @@ from actors.tools import (
     validate_arguments,
 )
 from actors.tools._base import ProcessGroup
-from actors.workspace.keeper import SNAPSHOT_TOOLS, WorkspaceClient
+from actors.workspace.keeper import SNAPSHOT_TOOLS, WorkspaceClient, describe_changes
 
 Status = Literal[
     "done", "failed", "denied", "interrupted", "timed_out", "not_started", "over_limit"
@@ -106,6 +107,7 @@ class _Running:
     call_id: str = ""
     started_at: float | None = None
     context: ToolContext | None = None
+    changed: str = ""  # what a command did to the project's files, told after its result
 
 
 def needs_approval(tool: Tool, mode: Mode) -> bool:
@@ -264,7 +266,11 @@ class ToolExecutor:
         raw = function.get("arguments") or "{}"
         running.call_id, running.started_at, running.context = call_id, None, None
         await self._events.send(ToolCallStarted(call_id, name, str(raw)))
-        return await self._finished(await self._prepare_and_run(call, name, raw, running))
+        outcome = await self._finished(await self._prepare_and_run(call, name, raw, running))
+        if running.changed:
+            await self._events.send(Notice(f"The command {running.changed}."))
+            running.changed = ""
+        return outcome
 
     async def _prepare_and_run(
         self, call: dict[str, Any], name: str, raw: Any, running: _Running
@@ -313,9 +319,14 @@ class ToolExecutor:
                 except Exception as exc:  # a tool bug must not take the harness down
                     text = f"Error: the tool crashed ({type(exc).__name__}: {exc})."
                     status = "failed"
-        finally:  # done, failed, timed out or interrupted: what it changed is recorded
+        except BaseException:  # interrupted: what it changed is recorded, not waited for
             if workspace is not None:
                 workspace.note("after", running.call_id, name)
+            raise
+        if workspace is not None:  # done, failed or timed out: what it changed, recorded
+            taken = await workspace.snapshot("after", running.call_id, name)
+            if taken is not None and taken.changes and name == "run_bash":
+                running.changed = describe_changes(taken.changes)
         if deadline.cancelled_caught:
             seen = "".join(context.progress)
             text = (

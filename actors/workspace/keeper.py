@@ -11,9 +11,10 @@ through its inbox with a :class:`WorkspaceClient`:
   rewind of the files (planned, shown, then carried out: see :mod:`._rewind`);
 - the tool executor, before a side-effecting call (``write_file``, ``edit_file``,
   ``run_bash``) runs: ``await snapshot("before", call_id)``, which answers when the files are
-  kept; and after it, whatever its outcome (done, failed, timed out, interrupted):
-  ``note("after", call_id)``. The keeper records what the call created, changed and deleted,
-  and tells the front end what a shell command changed (a :class:`Notice`).
+  kept; and after it, ``await snapshot("after", call_id)`` (done, failed, timed out; when the
+  call was interrupted, ``note("after", call_id)``, not waited for). The keeper records what
+  the call created, changed and deleted; the executor tells the front end what a shell
+  command changed after its result (the keeper does, for an interrupted one).
 
 Opening the workspace (reading the stat cache), finishing a rewind that a crash cut short,
 and once a day the collection of what no session needs (:mod:`._housekeeping`) happen in the
@@ -323,7 +324,8 @@ class WorkspaceKeeper:
             await self._warn(f"kept out {kept.path}",
                              f"Not kept in the workspace snapshots: {kept}; a rewind leaves "
                              "it as it is.")
-        if request.kind == "after" and request.tool == "run_bash" and taken.changes:
+        if (request.kind == "after" and request.tool == "run_bash" and taken.changes
+                and request.reply is None):  # not waited for (interrupted): told from here
             await self._events.send(Notice(f"The command {describe_changes(taken.changes)}."))
         return taken
 
