@@ -197,9 +197,8 @@ def diffstat_lines(report: dict[str, Any], *, done: bool) -> list[str]:
         lines.append(f"  {f['path']:<{width}}  {f['action']}{counts}{flag}")
     edited = [f["path"] for f in files if f["hand_edited"]]
     if edited:
-        lines.append(f"{len(edited)} file(s) were changed after the session last saw them (by "
-                     "hand, or by another program); "
-                     + ("they were kept first." if done else "the rewind would overwrite them."))
+        lines.append(f"{len(edited)} changed since the session last saw them (by hand?); "
+                     + ("a copy was kept first." if done else "a copy is kept first."))
     lines.extend(f"  {a['path']}: {a['reason']}" for a in report["left_alone"])
     return lines
 

@@ -135,7 +135,7 @@ def test_the_diffstat_comes_first_and_hand_edits_are_flagged(
     status, out, _ = session.cli("--rewind", session.id, "--to", str(first), "--files",
                                  capsys=capsys)
     assert "extra.txt  removed  +0 -1  (changed since the session last saw it)" in out
-    assert "they were kept first" in out
+    assert "1 changed since the session last saw them (by hand?); a copy was kept first." in out
     session.cli("--rewind", session.id, "--undo", capsys=capsys)
     assert (session.project / "extra.txt").read_text() == "the user kept working on this\n"
 

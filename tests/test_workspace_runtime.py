@@ -228,3 +228,33 @@ async def test_the_files_command_shows_what_each_call_changed(tmp_path: Path) ->
     assert ", run_bash " in lines[1] and ", edit_file " in lines[3]
     assert "      -one" in with_diff.text.splitlines() and with_diff.paged
     assert wrong.error and wrong.text == "Usage: \\files [diff]"
+
+
+async def test_the_supervisor_rewinds_files_then_the_conversation(tmp_path: Path) -> None:
+    from actors.core.errors import UsageError
+    from actors.runtime.rewind import RewindRequest
+
+    script = [
+        Reply(tool_calls=[ToolCall("run_bash", {"command": "echo b > b.txt"})]),
+        Reply("Done."),
+    ]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url, mode=Mode.SKIP_PERMISSIONS)
+        project = settings.sandbox_dir
+        async with running(settings) as (sup, _rec):
+            assert (await sup.run_turn("Make b")).ok
+            number = (await sup.rewind_points())[0].number
+            plan = await sup.plan_files_rewind(number)
+            with pytest.raises(UsageError, match="Plan the files' rewind"):
+                await sup.rewind(RewindRequest(before=number, files=True))  # no plan shown
+            assert (project / "b.txt").exists()
+            outcome = await sup.rewind(RewindRequest(before=number, files=True,
+                                                     files_plan=plan))
+            assert outcome.files_restored == 1 and outcome.fork_id
+            assert not (project / "b.txt").exists()
+            assert [m["role"] for m in sup.snapshot().messages] == ["system"]
+            session = sup.session_id
+    objects = open_objects(settings.memory_dir)
+    kinds = [m.kind for m in objects.marks.of_session(session)]
+    objects.close()
+    assert kinds[-2:] == ["rewind", "conversation"]  # both halves recorded

@@ -88,7 +88,7 @@ from actors.runtime.compactor import CompactAnswer, Compactor, CompactRequest
 from actors.runtime.context import ContextSnapshot, WorkingContext
 from actors.runtime.lease import hold_lease
 from actors.runtime.recovery import settle_batch
-from actors.runtime.rewind import RewindOutcome, RewindRequest, restore_files
+from actors.runtime.rewind import RewindOutcome, RewindRequest
 from actors.runtime.rewind import check as rewind_check
 from actors.runtime.titler import ask_for_title
 from actors.runtime.tool_executor import BatchOutcome, ToolBatch, ToolExecutor
@@ -749,24 +749,42 @@ class Supervisor:
 
     async def rewind(self, request: RewindRequest) -> RewindOutcome:
         """Go back to just before a message the user typed (see :mod:`actors.runtime.rewind`
-        for the steps): the part after it is kept as a fork, whose id is in the outcome.
-        Not during a turn; a background compaction is waited for first."""
+        for the steps): the files (by the plan the front end showed), then the conversation,
+        whose later part is kept as a fork (its id is in the outcome). Not during a turn; a
+        background compaction is waited for first."""
         if self._turn is not None:
             raise UsageError("A turn is running; rewind when it has ended.")
         rewind_check(request)
         while self._compaction is not None:
             await self._result_of(self._compaction)
         await self._checkpoint()
-        writer = self._running().writer
+        actors = self._running()
+        files: Rewound | None = None
         with anyio.CancelScope(shield=True):  # the store moves back: so must the context
-            async with self._context_lock:
-                rewound: ConversationRewound = await writer.call(
-                    lambda s, sid: s.rewind(sid, request.before)
-                )
-                files = await restore_files(request)
-                self._context.rewound(list(rewound.messages))
+            if request.files:
+                assert request.files_plan is not None
+                files = await actors.workspace.rewind(request.files_plan,
+                                                      with_conversation=request.conversation)
+            if not request.conversation:
+                return RewindOutcome(request.before, list(self._context.messages), None,
+                                     files.changed if files else None)
+            try:
+                async with self._context_lock:
+                    rewound: ConversationRewound = await actors.writer.call(
+                        lambda s, sid: s.rewind(sid, request.before)
+                    )
+                    self._context.rewound(list(rewound.messages))
+            except HarnessError:
+                if files is not None:  # nothing is rewound, then: the files go back
+                    await actors.workspace.rewind(await actors.workspace.plan_rewind(0))
+                    await self.notify("The conversation could not be rewound; the files "
+                                      "were put back as they were.", "warning")
+                raise
+            if files is not None:
+                await actors.workspace.conversation_rewound(files, rewound.fork_id)
         await self._gauge()
-        return RewindOutcome(request.before, list(rewound.messages), rewound.fork_id, files)
+        return RewindOutcome(request.before, list(rewound.messages), rewound.fork_id,
+                             files.changed if files else None)
 
     async def set_standing_approvals(self, rules: list[str]) -> None:
         """Replace this run's standing approvals ("don't ask again": a tool name, or

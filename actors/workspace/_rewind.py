@@ -63,7 +63,7 @@ class Rewound:
     plan: RewindPlan
     mark: Mark
     undo_root: bytes
-    changed: int
+    changed: int  # files (and links) written or removed
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ def apply_rewind(workspace: Workspace, plan: RewindPlan, *,
         raise AssertionError("abort_restore raises") from None  # pragma: no cover
     with contextlib.suppress(OSError):  # recorded: a journal left behind is finished
         workspace.finish_restore(entry)  # (idempotently) at the next start
-    return Rewound(plan, mark, fresh.undo.root, len(fresh.changes))
+    return Rewound(plan, mark, fresh.undo.root, len(fresh.files()))
 
 
 def record_conversation(workspace: Workspace, files: Rewound, fork_id: str) -> None:

@@ -30,7 +30,8 @@ COMMANDS: dict[str, str] = {
     "\\title": "\\title TEXT: name this session",
     "\\compact": "summarise older turns now",
     "\\fork": "copy this session (or \\fork ID) into a new one; you stay here",
-    "\\rewind": "go back to before a message you typed (the rest is kept as a fork)",
+    "\\rewind": "go back to before a message you typed: the conversation (the rest is kept "
+                "as a fork), the files, or both; \\rewind undo",
     "\\resume": "pick another session to switch to (or \\resume ID)",
     "\\pin": "\\pin TEXT: an instruction kept verbatim across compactions",
     "\\todos": "show the to-do list",

@@ -6,6 +6,12 @@ message in the prompt to edit and send again. Everything after it is kept as a f
 id is shown (``harness -r ID`` resumes it); the transcript keeps every message.
 ``\\rewind N`` goes back to before message N without asking.
 
+With workspace snapshots, choosing a message then asks what to rewind: the conversation and
+the files, the conversation only, or the files only, with the diffstat of what the files
+would do in view (edits made by hand since the session last saw them flagged).
+``\\rewind N files|both|conversation`` does it without asking; ``\\rewind undo`` puts the
+files back as they were before the last rewind of files.
+
 ``\\resume`` opens the resume picker (``\\resume ID``: that session, any unique prefix);
 the REPL then leaves this session (saved) and opens the other.
 """
@@ -16,6 +22,7 @@ import anyio
 
 from actors.runtime.rewind import RewindRequest
 from actors.store import UserMessage
+from repl.interactive import rewind_files as files_ui
 from repl.interactive.chooser import Chooser, Row
 from repl.interactive.commands import CommandContext, Reply, SwitchSession
 from repl.interactive.picker import SessionPicker
@@ -45,24 +52,46 @@ def _choose(points: list[UserMessage]) -> Chooser:
 
 
 async def rewind(ctx: CommandContext, argument: str) -> Reply:
+    words = argument.lower().split()
+    if words == ["undo"]:
+        return await files_ui.undo(ctx)
+    what = words.pop() if words and words[-1] in files_ui.WHAT else None
+    if len(words) > 1 or (words and not words[0].lstrip("#").isdigit()):
+        return Reply(files_ui.USAGE, error=True)
     points = await ctx.sup.rewind_points()
     if not points:
         return Reply("Nothing to rewind to: you have not typed anything in this session yet.")
-    if argument:
-        if not argument.lstrip("#").isdigit():
-            return Reply("Usage: \\rewind [N] (N: a message number \\rewind lists)", error=True)
-        number = int(argument.lstrip("#"))
+    if words:
+        number = int(words[0].lstrip("#"))
     else:
         chosen = await _choose(points).run_async()
         if not isinstance(chosen, Row):
             return Reply("Not rewound.")
         number = int(chosen.key)
-    outcome = await ctx.sup.rewind(RewindRequest(before=number))
+    plan, no_files = await files_ui.files_plan(ctx, number)
+    asked = what is None and not words  # chosen in the list
+    if asked and plan is not None and not plan.restore.empty:  # ask what, diffstat shown
+        picked = await files_ui.choose_what(number, plan, ctx.project_root).run_async()
+        if not isinstance(picked, Row):
+            return Reply("Not rewound.")
+        what = picked.key
+    what = what or "conversation"  # \rewind N, or nothing in the files to restore
+    conversation, files = files_ui.WHAT[what]
+    if files and plan is None:
+        return Reply(f"The files cannot be rewound: {no_files}", error=True)
+    outcome = await ctx.sup.rewind(RewindRequest(before=number, conversation=conversation,
+                                                 files=files, files_plan=plan))
+    said = files_ui.files_said(outcome.files_restored, number)
+    if not conversation:
+        return Reply(said.strip())
     typed = next((p.text for p in points if p.number == number), "")
+    note = ""
+    if asked and plan is not None and plan.restore.empty:
+        note = " The files are as they were then."
     return Reply(
         f"Rewound to before message {number}: {len(outcome.messages)} messages in context. "
         f"What came after is kept as fork {outcome.fork_id} (harness -r {outcome.fork_id} "
-        "resumes it). Your message is back in the prompt to edit.",
+        f"resumes it).{said} Your message is back in the prompt to edit.{note}",
         prefill=typed,
     )
 
