@@ -36,14 +36,18 @@ What is measured (each figure is a median):
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import itertools
 import json
+import math
 import os
 import platform
 import random
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +59,8 @@ from typing import Any
 from _json_baseline import JsonSessionStore  # beside this script: run it as benchmarks/store.py
 
 from actors.store import SqliteStore, Store
+
+REPO = Path(__file__).resolve().parent.parent
 
 SEED = 20240611
 RARE_WORDS = ("kafka", "rebalance")
@@ -89,7 +95,7 @@ FULL = Config(
     sizes=(100, 2_000, 20_000),
     sessions=2_000,
     messages_per_session=20,
-    checkpoints=21,
+    checkpoints=101,
     baseline_checkpoints={100: 9, 2_000: 7, 20_000: 5},
     baseline_resumes=5,
 )
@@ -98,7 +104,7 @@ QUICK = Config(
     sizes=(100, 500, 2_000),
     sessions=200,
     messages_per_session=20,
-    checkpoints=9,
+    checkpoints=21,
     baseline_checkpoints={100: 3, 500: 3, 2_000: 3},
     reads=3,
     baseline_reads=2,
@@ -334,161 +340,6 @@ class Row:
         return self.baseline_s / self.harness_s
 
 
-def bench_checkpoints(
-    cfg: Config, work: Path, gen: TextGen, pg: Postgres | None = None
-) -> tuple[list[Row], Row, list[Row]]:
-    """Checkpoint rows per size, the load_session + recover row of the largest session, and
-    the rows of checkpoints inside the run's lease."""
-    ah_dir, js_dir = work / "harness-ckpt", work / "notes-ckpt"
-    sessions: dict[int, tuple[str, list[dict[str, Any]]]] = {}
-    extra_pairs: dict[int, list[list[dict[str, Any]]]] = {}
-    stores: dict[str, Callable[[], Store]] = {"sqlite": lambda: SqliteStore(ah_dir)}
-    if pg is not None:
-        stores["postgresql"] = lambda: pg.store("ckpt", work / "pg-memory")
-    opened = {kind: make() for kind, make in stores.items()}
-    baseline = JsonSessionStore(js_dir)
-    for n in cfg.sizes:
-        _log(f"setup: session of {n:,} messages")
-        messages = gen.conversation(n)
-        title = gen.title()
-        sid = opened["sqlite"].create_session(messages=messages[:BATCH], title=title)
-        state = gen.state(0)  # drawn once: the generated data do not depend on the stores
-        for store in opened.values():
-            if store is not opened["sqlite"]:
-                store.create_session(sid, messages[:BATCH], title=title)
-            for end in range(BATCH, n, BATCH):
-                store.checkpoint(sid, messages[: end + BATCH])
-            store.update(sid, state=state)
-        baseline.create_session(sid, [], title=title)
-        record = baseline.load_session(sid)
-        record.update(messages=messages, transcript=list(messages), state=gen.state(0))
-        baseline.put_record(record)
-        sessions[n] = (sid, messages)
-        reps = max(cfg.checkpoints, *cfg.baseline_checkpoints.values()) + 1
-        extra_pairs[n] = [gen.call_pair() for _ in range(reps)]
-    for store in opened.values():
-        store.close()
-    del opened, store  # their caches hold every message: a bigger heap slows the GC
-    if pg is not None:
-        pg.analyze("ckpt")
-    states = [gen.state(step) for step in range(1, 64)]
-
-    def run(checkpoint: Callable[[str, list[Any], dict[str, Any]], None], n: int,
-            count: int) -> list[float]:
-        sid, base = sessions[n]
-        messages = list(base)
-        samples = []
-        for i in range(count + 1):
-            messages.extend(extra_pairs[n][i])
-            state = states[i % len(states)]
-            samples.append(_timed(lambda: checkpoint(sid, messages, state)))  # noqa: B023
-        return samples
-
-    ah_samples: dict[str, dict[int, list[float]]] = {}
-    for kind, make in stores.items():
-        store = make()  # a fresh instance: its first checkpoint reads the context
-        ah_samples[kind] = {}
-        for n in cfg.sizes:
-            _log(f"agent-harness ({kind}): {cfg.checkpoints} checkpoints at {n:,} messages")
-            ah_samples[kind][n] = run(
-                lambda sid, messages, state, s=store: s.checkpoint(sid, messages, state=state),
-                n, cfg.checkpoints,
-            )
-        store.close()
-    js_samples: dict[int, list[float]] = {}
-    for n in cfg.sizes:
-        count = cfg.baseline_checkpoints[n]
-        _log(f"notes baseline: {count} checkpoints at {n:,} messages")
-        js_samples[n] = run(baseline.checkpoint, n, count)
-
-    pg_samples = ah_samples.get("postgresql", {})
-    rows = [
-        Row(
-            key=f"checkpoint_{n}",
-            operation=f"checkpoint (+2 msgs, state) on {n:,} msgs",
-            harness_s=statistics.median(ah_samples["sqlite"][n][1:]),
-            baseline_s=statistics.median(js_samples[n][1:]),
-            harness_samples=ah_samples["sqlite"][n][1:],
-            baseline_samples=js_samples[n][1:],
-            extra={"harness_first_s": ah_samples["sqlite"][n][0],
-                   "baseline_first_s": js_samples[n][0],
-                   **({"pg_first_s": pg_samples[n][0]} if pg_samples else {})},
-            pg_s=statistics.median(pg_samples[n][1:]) if pg_samples else None,
-            pg_samples=pg_samples[n][1:] if pg_samples else [],
-        )
-        for n in cfg.sizes
-    ]
-    leased = bench_leased_checkpoints(cfg, stores, sessions)
-
-    largest = cfg.sizes[-1]
-    sid = sessions[largest][0]
-    _log(f"resume: load_session + recover of the {largest:,}-message session")
-    ah_resume: dict[str, list[float]] = {}
-    for kind, make in stores.items():
-        ah_resume[kind] = []
-        for _ in range(cfg.resumes):
-            fresh = make()
-            ah_resume[kind].append(
-                _timed(lambda: (fresh.load_session(sid), fresh.recover(sid)))  # noqa: B023
-            )
-            fresh.close()
-    js_median, js_resume = _median(
-        lambda: (baseline.load_session(sid), baseline.recover(sid)), cfg.baseline_resumes
-    )
-    pg_resume = ah_resume.get("postgresql")
-    resume = Row(
-        key=f"resume_{largest}",
-        operation=f"load_session + recover, {largest:,} msgs",
-        harness_s=statistics.median(ah_resume["sqlite"]),
-        baseline_s=js_median,
-        harness_samples=ah_resume["sqlite"],
-        baseline_samples=js_resume,
-        pg_s=statistics.median(pg_resume) if pg_resume else None,
-        pg_samples=pg_resume or [],
-    )
-    return rows, resume, leased
-
-
-def bench_leased_checkpoints(
-    cfg: Config,
-    stores: dict[str, Callable[[], Store]],
-    sessions: dict[int, tuple[str, list[dict[str, Any]]]],
-) -> list[Row]:
-    """Checkpoints with the session's lease held around them, as in a harness run.
-
-    Runs after the other checkpoints, on top of what they appended; its tool calls come
-    from a generator of their own, so the data of the main figures does not change.
-    """
-    gen = TextGen(SEED + 2)
-    pairs = {n: [gen.call_pair() for _ in range(cfg.checkpoints + 1)] for n in cfg.sizes}
-    states = [gen.state(step) for step in range(1, 64)]
-    medians: dict[str, dict[int, float]] = {}
-    for kind, make in stores.items():
-        store = make()
-        medians[kind] = {}
-        for n in cfg.sizes:
-            sid, base = sessions[n]
-            messages = store.load_context(sid)
-            assert len(messages) == len(base) + 2 * (cfg.checkpoints + 1)
-            _log(f"agent-harness ({kind}): {cfg.checkpoints} checkpoints at {n:,} messages, "
-                 "inside the lease")
-            samples = []
-            with store.lease(sid):
-                for i in range(cfg.checkpoints + 1):
-                    messages.extend(pairs[n][i])
-                    state = states[i % len(states)]
-                    samples.append(_timed(
-                        lambda: store.checkpoint(sid, messages, state=state)  # noqa: B023
-                    ))
-            medians[kind][n] = statistics.median(samples[1:])
-        store.close()
-    return [
-        Row(f"leased_checkpoint_{n}", f"checkpoint (+2 msgs, state) on {n:,} msgs, leased",
-            medians["sqlite"][n], float("nan"), pg_s=medians.get("postgresql", {}).get(n))
-        for n in cfg.sizes
-    ]
-
-
 def bench_list_search(
     cfg: Config, work: Path, gen: TextGen, pg: Postgres | None = None
 ) -> list[Row]:
@@ -603,29 +454,404 @@ class Target:
     met: bool
 
 
-def targets(rows: dict[str, Row], cfg: Config) -> list[Target]:
-    """Check the stated targets against this run's figures."""
-    small, large = cfg.sizes[0], cfg.sizes[-1]
-    ratio = rows[f"checkpoint_{large}"].harness_s / rows[f"checkpoint_{small}"].harness_s
-    speedup = rows[f"checkpoint_{large}"].speedup
-    out = [
-        Target(f"checkpoint at {large:,} msgs within 2x of the one at {small:,}",
-               f"{ratio:.2f}x", ratio <= 2.0),
-        Target(f"checkpoint at {large:,} msgs >= 50x faster than the baseline",
-               _times(speedup), speedup >= 50),
+# -- checkpoints side by side: this store, its peers and the floor -------------------------
+
+
+def _stats(samples: list[float]) -> dict[str, float]:
+    """Median, mean and 95th percentile of a list of seconds."""
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+    return {"median": statistics.median(ordered), "mean": statistics.fmean(ordered),
+            "p95": p95, "n": len(ordered)}
+
+
+class _Peer:
+    """One way of saving a checkpoint (2 messages and a state) of a session of N messages."""
+
+    name = ""
+
+    def setup(self, n: int, messages: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def checkpoint(self, n: int, new: list[dict[str, Any]], state: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class JsonlPeer(_Peer):
+    """Append the new messages and the state as JSON lines, then one ``fdatasync``."""
+
+    name = "JSONL + fsync"
+
+    def __init__(self, work: Path) -> None:
+        self.dir = work / "jsonl"
+        self.dir.mkdir()
+        self.files: dict[int, Any] = {}
+
+    def setup(self, n: int, messages: list[dict[str, Any]]) -> None:
+        f = open(self.dir / f"{n}.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        f.writelines(json.dumps(m, ensure_ascii=False) + "\n" for m in messages)
+        f.flush()
+        os.fsync(f.fileno())
+        self.files[n] = f
+
+    def checkpoint(self, n: int, new: list[dict[str, Any]], state: dict[str, Any]) -> None:
+        f = self.files[n]
+        f.write("".join(json.dumps(m, ensure_ascii=False) + "\n" for m in new)
+                + json.dumps({"state": state}, ensure_ascii=False) + "\n")
+        f.flush()
+        os.fdatasync(f.fileno())
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+
+
+class FsyncPeer(_Peer):
+    """The floor: overwrite 64 bytes in place, then one ``fdatasync``."""
+
+    name = "bare fsync"
+
+    def __init__(self, work: Path) -> None:
+        self.fd = os.open(work / "floor", os.O_RDWR | os.O_CREAT, 0o600)
+        os.write(self.fd, b"\0" * 4096)
+        os.fsync(self.fd)
+
+    def setup(self, n: int, messages: list[dict[str, Any]]) -> None:
+        pass
+
+    def checkpoint(self, n: int, new: list[dict[str, Any]], state: dict[str, Any]) -> None:
+        os.pwrite(self.fd, os.urandom(64), 0)
+        os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class PlainSqlitePeer(_Peer):
+    """A plain table, one ``INSERT`` per message and one ``UPDATE`` of the state, in one
+    transaction (WAL, ``synchronous=FULL``)."""
+
+    name = "plain SQLite table"
+
+    def __init__(self, work: Path) -> None:
+        self.conn = sqlite3.connect(work / "plain.sqlite3", isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = FULL")
+        self.conn.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, session INTEGER,"
+                          " body TEXT)")
+        self.conn.execute("CREATE INDEX messages_session ON messages (session, id)")
+        self.conn.execute("CREATE TABLE sessions (id INTEGER PRIMARY KEY, state TEXT)")
+
+    def setup(self, n: int, messages: list[dict[str, Any]]) -> None:
+        with self.conn:
+            self.conn.execute("BEGIN")
+            self.conn.execute("INSERT INTO sessions VALUES (?, '{}')", (n,))
+            self.conn.executemany("INSERT INTO messages (session, body) VALUES (?, ?)",
+                                  [(n, json.dumps(m)) for m in messages])
+
+    def checkpoint(self, n: int, new: list[dict[str, Any]], state: dict[str, Any]) -> None:
+        conn = self.conn
+        conn.execute("BEGIN")
+        for m in new:
+            conn.execute("INSERT INTO messages (session, body) VALUES (?, ?)",
+                         (n, json.dumps(m)))
+        conn.execute("UPDATE sessions SET state = ? WHERE id = ?", (json.dumps(state), n))
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class AgentsSessionPeer(_Peer):
+    """The OpenAI Agents SDK's ``SQLiteSession`` (WAL, ``synchronous=FULL`` by default):
+    ``add_items`` of the new messages. Timed without its hop to a worker thread (its
+    ``_insert_items`` + ``commit``, what ``add_items`` runs in the thread), as this store's
+    checkpoints are timed; the hop is measured on its own (``to_thread``)."""
+
+    name = "Agents SDK SQLiteSession"
+
+    def __init__(self, work: Path) -> None:
+        from agents import SQLiteSession
+
+        self.cls = SQLiteSession
+        self.path = work / "agents.sqlite3"
+        self.sessions: dict[int, Any] = {}
+        self.loop = asyncio.new_event_loop()
+
+    def setup(self, n: int, messages: list[dict[str, Any]]) -> None:
+        session = self.cls(f"s{n}", self.path)
+        self.loop.run_until_complete(session.add_items(messages))
+        self.sessions[n] = session
+
+    def checkpoint(self, n: int, new: list[dict[str, Any]], state: dict[str, Any]) -> None:
+        session = self.sessions[n]
+        with session._write_connection() as conn:  # the body of add_items, in this thread
+            session._insert_items(conn, new)
+            conn.commit()
+
+    def thread_hop(self) -> float:
+        """Seconds of ``asyncio.to_thread`` of a no-op (what ``add_items`` adds)."""
+        samples = []
+        for _ in range(50):
+            start = time.perf_counter()
+            self.loop.run_until_complete(asyncio.to_thread(lambda: None))
+            samples.append(time.perf_counter() - start)
+        return statistics.median(samples)
+
+    def close(self) -> None:
+        for session in self.sessions.values():
+            session.close()
+        self.loop.close()
+
+
+class HarnessChild:
+    """This store (of one source tree) in a child process, driven line by line, so that two
+    trees (before and after a change) are measured in one run, interleaved."""
+
+    def __init__(self, tree: Path, label: str, work: Path, sizes: tuple[int, ...],
+                 postgres: str | None = None) -> None:
+        self.label = label
+        argv = [sys.executable, __file__, "--child", ",".join(map(str, sizes)),
+                "--workdir", str(work)]
+        if postgres:
+            argv += ["--postgres", postgres]
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env, cwd=tree)
+        self.ready = json.loads(self._line())
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.label} child ended early")
+        return line
+
+    def ask(self, *words: object) -> Any:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(" ".join(map(str, words)) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self._line())
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.ask("quit")
+        self.proc.wait(timeout=60)
+
+
+def child_main(sizes: tuple[int, ...], work: Path, postgres: str | None) -> int:
+    """The child: build the sessions, then answer ``ckpt N I``, ``resume N`` and ``quit``.
+
+    Checkpoints go the supervisor's way: inside the session's lease held for the whole run,
+    ``store.append`` of the new messages where the tree has it, else ``store.checkpoint`` of
+    the whole context (the same list, extended). Each answer is one JSON line.
+    """
+    from actors.store import SqliteStore
+
+    gen = TextGen(SEED)
+    memory = work / f"memory-{os.getpid()}"
+    pg = Postgres(postgres) if postgres else None
+
+    def open_store() -> Store:
+        return pg.store("ckpt", memory) if pg is not None else SqliteStore(memory)
+
+    setup = open_store()
+    sessions: dict[int, tuple[str, list[dict[str, Any]]]] = {}
+    for n in sizes:
+        messages = gen.conversation(n)
+        sid = setup.create_session(messages=messages[:BATCH], title=gen.title())
+        for end in range(BATCH, n, BATCH):
+            setup.checkpoint(sid, messages[: end + BATCH])
+        sessions[n] = (sid, messages)
+    if hasattr(setup, "catch_up_index"):
+        setup.catch_up_index()
+    setup.close()
+    del setup
+    pairs = {n: [gen.call_pair() for _ in range(400)] for n in sizes}
+    states = [gen.state(step) for step in range(1, 64)]
+    store = open_store()
+    leases = contextlib.ExitStack()
+    for sid, _ in sessions.values():
+        leases.enter_context(store.lease(sid))
+    appends = hasattr(store, "append")
+    print(json.dumps({"appends": appends}), flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if words[0] == "quit":
+            print("{}", flush=True)
+            break
+        n = int(words[1])
+        sid, messages = sessions[n]
+        if words[0] == "ckpt":
+            new = pairs[n][int(words[2]) % len(pairs[n])]
+            state = states[int(words[2]) % len(states)]
+            start = time.perf_counter()
+            if appends:
+                store.append(sid, new, at=len(messages), state=state)  # type: ignore[attr-defined]
+                messages.extend(new)
+            else:
+                messages.extend(new)
+                store.checkpoint(sid, messages, state=state)
+            seconds = time.perf_counter() - start
+            print(json.dumps({"s": seconds}), flush=True)
+        elif words[0] == "resume":  # a resume in a new store instance, and its first save
+            fresh = open_store()
+            try:
+                with fresh.lease(sid):
+                    start = time.perf_counter()
+                    fresh.load_session(sid)
+                    context = fresh.recover(sid)
+                    loaded = time.perf_counter() - start
+                    new = gen.call_pair()
+                    start = time.perf_counter()
+                    fresh.checkpoint(sid, [*context, *new])
+                    first = time.perf_counter() - start
+            finally:
+                fresh.close()
+            messages.extend(new)
+            print(json.dumps({"load": loaded, "first": first}), flush=True)
+    leases.close()
+    store.close()
+    if pg is not None:
+        pg.close()
+    return 0
+
+
+def bench_peers(cfg: Config, work: Path, trees: list[tuple[str, Path]],
+                postgres: str | None) -> dict[str, Any]:
+    """Checkpoints of every store at every size, interleaved round by round; resumes."""
+    gen = TextGen(SEED)
+    peers: list[_Peer] = [FsyncPeer(work), JsonlPeer(work), PlainSqlitePeer(work)]
+    try:
+        peers.append(AgentsSessionPeer(work))
+    except ImportError:
+        _log("the Agents SDK is not installed (pip install openai-agents): column left out")
+    _log(f"setup: sessions of {', '.join(f'{n:,}' for n in cfg.sizes)} messages, per store")
+    children = [HarnessChild(tree, label, work, cfg.sizes) for label, tree in trees]
+    if postgres:
+        children.append(HarnessChild(trees[0][1], f"{trees[0][0]}, PostgreSQL", work,
+                                     cfg.sizes, postgres))
+    for n in cfg.sizes:
+        messages = gen.conversation(n)
+        for peer in peers:
+            peer.setup(n, messages)
+    pairs = [gen.call_pair() for _ in range(64)]
+    states = [gen.state(step) for step in range(1, 64)]
+    names = [c.label for c in children] + [p.name for p in peers]
+    samples: dict[str, dict[int, list[float]]] = {name: {n: [] for n in cfg.sizes}
+                                                  for name in names}
+    for n in cfg.sizes:
+        _log(f"checkpoints at {n:,} messages: {cfg.checkpoints} rounds")
+        for i in range(cfg.checkpoints + 1):  # round 0 is a warm-up, not counted
+            for child in children:
+                seconds = child.ask("ckpt", n, i)["s"]
+                if i:
+                    samples[child.label][n].append(seconds)
+            for peer in peers:
+                new, state = pairs[i % len(pairs)], states[i % len(states)]
+                start = time.perf_counter()
+                peer.checkpoint(n, new, state)
+                seconds = time.perf_counter() - start
+                if i:
+                    samples[peer.name][n].append(seconds)
+    largest = cfg.sizes[-1]
+    _log(f"resume: load_session + recover of the {largest:,}-message session, then a save")
+    resumes: dict[str, list[dict[str, float]]] = {c.label: [] for c in children}
+    for _ in range(cfg.resumes):
+        for child in children:
+            resumes[child.label].append(child.ask("resume", largest))
+    hop = next((p.thread_hop() for p in peers if isinstance(p, AgentsSessionPeer)), None)
+    appends = {c.label: c.ready["appends"] for c in children}
+    for child in children:
+        child.close()
+    for peer in peers:
+        peer.close()
+    return {
+        "names": names,
+        "checkpoints": {name: {n: _stats(s) for n, s in by_n.items()}
+                        for name, by_n in samples.items()},
+        "resume": {label: {key: statistics.median(r[key] for r in runs)
+                           for key in ("load", "first")}
+                   for label, runs in resumes.items()},
+        "thread_hop_s": hop,
+        "appends": appends,
+    }
+
+
+def render_peers(result: dict[str, Any], cfg: Config) -> str:
+    """The checkpoint tables (median / mean / p95 per size) and the resume table."""
+    names = result["names"]
+    lines = [
+        "Checkpoint (+2 messages of ~1 KB and a state), median / mean / p95:",
+        "",
+        "| messages | " + " | ".join(names) + " |",
+        "|---:|" + "---:|" * len(names),
     ]
+    for n in cfg.sizes:
+        cells = []
+        for name in names:
+            s = result["checkpoints"][name][n]
+            cells.append(f"{_fmt(s['median'])} / {_fmt(s['mean'])} / {_fmt(s['p95'])}")
+        lines.append(f"| {n:,} | " + " | ".join(cells) + " |")
+    small, large = cfg.sizes[0], cfg.sizes[-1]
+    lines += ["", "| | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    growth = [result["checkpoints"][nm][large]["median"] / result["checkpoints"][nm][small][
+        "median"] for nm in names]
+    lines.append(f"| growth {small:,} -> {large:,} (medians) | "
+                 + " | ".join(f"{g:.2f}x" for g in growth) + " |")
+    spread = [max(result["checkpoints"][nm][n]["p95"] / result["checkpoints"][nm][n]["median"]
+                  for n in cfg.sizes) for nm in names]
+    lines.append("| worst p95 / median | " + " | ".join(f"{s:.1f}x" for s in spread) + " |")
+    if result["thread_hop_s"] is not None:
+        lines.append(f"\n(SQLiteSession's add_items also hops to a worker thread: "
+                     f"{_fmt(result['thread_hop_s'])} here, not counted above; so does "
+                     "this store's checkpoint writer.)")
+    resume = result["resume"]
+    lines += ["", f"Resume of the {large:,}-message session in a new store instance "
+              "(medians):", "", "| | " + " | ".join(resume) + " |",
+              "|---|" + "---:|" * len(resume),
+              "| load_session + recover | " + " | ".join(
+                  _fmt(r["load"]) for r in resume.values()) + " |",
+              "| the first checkpoint after it | " + " | ".join(
+                  _fmt(r["first"]) for r in resume.values()) + " |"]
+    return "\n".join(lines)
+
+
+def peer_targets(result: dict[str, Any], cfg: Config, label: str) -> list[Target]:
+    """The issue's targets for this store's checkpoints against its peers."""
+    ck = result["checkpoints"]
+    small, large = cfg.sizes[0], cfg.sizes[-1]
+    ours = ck[label]
+    out = []
+    worst = max(ours[n]["median"] / ck["JSONL + fsync"][n]["median"] for n in cfg.sizes)
+    out.append(Target("median within 2x of JSONL + fsync at every size", f"{worst:.2f}x",
+                      worst <= 2.0))
+    if "Agents SDK SQLiteSession" in ck:
+        ratio = max(ours[n]["median"] / ck["Agents SDK SQLiteSession"][n]["median"]
+                    for n in cfg.sizes)
+        out.append(Target("faster than SQLiteSession at every size (worst ratio)",
+                          f"{ratio:.2f}x", ratio < 1.0))
+    growth = ours[large]["median"] / ours[small]["median"]
+    out.append(Target(f"growth {small:,} -> {large:,} under 1.2x", f"{growth:.2f}x",
+                      growth < 1.2))
+    spread = max(ours[n]["p95"] / ours[n]["median"] for n in cfg.sizes)
+    out.append(Target("p95 under 3x the median at every size", f"{spread:.1f}x", spread < 3))
+    load = result["resume"][label]["load"]
+    out.append(Target(f"resume of {large:,} messages under 100 ms", _fmt(load), load < 0.1))
+    return out
+
+
+def targets(rows: dict[str, Row], pg: bool) -> list[Target]:
+    """The listing and search targets against this run's figures."""
+    out = []
     for key in ("list", "search_rare", "search_common"):
         row = rows[key]
         out.append(Target(f"{row.operation} under 50 ms", _fmt(row.harness_s),
                           row.harness_s < 0.050))
-    large_pg, small_pg = rows[f"checkpoint_{large}"].pg_s, rows[f"checkpoint_{small}"].pg_s
-    if large_pg is not None and small_pg is not None:
-        ratio = large_pg / small_pg
-        out.append(Target(f"PostgreSQL: checkpoint at {large:,} msgs within 2x of the one at "
-                          f"{small:,}", f"{ratio:.2f}x", ratio <= 2.0))
-        for key in ("list", "search_rare", "search_common"):
-            row = rows[key]
-            assert row.pg_s is not None
+        if pg and row.pg_s is not None:
             out.append(Target(f"PostgreSQL: {row.operation} under 50 ms", _fmt(row.pg_s),
                               row.pg_s < 0.050))
     return out
@@ -645,36 +871,18 @@ def machine(pg: Postgres | None = None) -> dict[str, Any]:
     return facts
 
 
-def render(rows: list[Row], checks: list[Target], cfg: Config, facts: dict[str, Any],
-           leased: list[Row] | None = None) -> str:
-    """The side-by-side table and the targets, as Markdown."""
-    with_pg = any(row.pg_s is not None for row in rows)
-    server = f"; PostgreSQL {facts['postgresql']}" if with_pg else ""
-    lines = [
-        f"Run: {cfg.name}; {facts['cpus']} CPUs; Python {facts['python']}; "
-        f"SQLite {facts['sqlite']}{server}; {facts['platform']}",
-        "",
-    ]
+def render(rows: list[Row], with_pg: bool) -> str:
+    """Listing and search beside the notes' JSON-file baseline, as Markdown."""
     if with_pg:
-        lines += ["| operation | SQLite | PostgreSQL | notes baseline | speed-up (SQLite) |",
-                  "|---|---:|---:|---:|---:|"]
+        lines = ["| operation | SQLite | PostgreSQL | notes baseline | speed-up (SQLite) |",
+                 "|---|---:|---:|---:|---:|"]
     else:
-        lines += ["| operation | agent-harness | notes baseline | speed-up |",
-                  "|---|---:|---:|---:|"]
+        lines = ["| operation | agent-harness | notes baseline | speed-up |",
+                 "|---|---:|---:|---:|"]
     for row in rows:
         pg = f" {_fmt(row.pg_s)} |" if row.pg_s is not None else (" – |" if with_pg else "")
         lines.append(f"| {row.operation} | {_fmt(row.harness_s)} |{pg} {_fmt(row.baseline_s)} "
                      f"| {_times(row.speedup)} |")
-    if leased:
-        lines += ["", "Inside the run's lease (as the supervisor checkpoints):", ""]
-        lines += ["| operation | SQLite | PostgreSQL |", "|---|---:|---:|"] if with_pg else [
-            "| operation | agent-harness |", "|---|---:|"]
-        for row in leased:
-            pg = f" {_fmt(row.pg_s)} |" if row.pg_s is not None else ""
-            lines.append(f"| {row.operation} | {_fmt(row.harness_s)} |{pg}")
-    lines += ["", "| target | this run | met? |", "|---|---:|---|"]
-    for check in checks:
-        lines.append(f"| {check.name} | {check.value} | {'yes' if check.met else 'NO'} |")
     notes = []
     for row in rows:
         if "matches_baseline" in row.extra:
@@ -690,6 +898,13 @@ def render(rows: list[Row], checks: list[Target], cfg: Config, facts: dict[str, 
     return "\n".join([*lines, "", *notes])
 
 
+def render_targets(checks: list[Target]) -> str:
+    lines = ["| target | this run | met? |", "|---|---:|---|"]
+    for check in checks:
+        lines.append(f"| {check.name} | {check.value} | {'yes' if check.met else 'NO'} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments, run the benchmark, print (and optionally save) the results."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -703,37 +918,50 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgres", metavar="URL", default=os.environ.get(PG_ENV) or None,
                         help="also measure the PostgreSQL store in this database (throwaway "
                         f"schemas, dropped at the end; default: ${PG_ENV})")
+    parser.add_argument("--tree", type=Path, action="append", default=[], metavar="DIR",
+                        help="another checkout whose store to measure beside this one's "
+                        "(repeatable; e.g. the commit before a change)")
+    parser.add_argument("--skip-reads", action="store_true",
+                        help="only the checkpoints and the resume (no listing or search)")
+    parser.add_argument("--child", metavar="SIZES", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        return child_main(tuple(int(n) for n in args.child.split(",")), args.workdir,
+                          args.postgres)
     cfg = QUICK if args.quick else FULL
-    gen = TextGen(SEED)
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="store-bench-", dir=args.workdir))
-    pg = Postgres(args.postgres) if args.postgres else None
+    pg = Postgres(args.postgres) if args.postgres and not args.skip_reads else None
+    trees = [("this store", REPO), *((f"{t.name}", t.resolve()) for t in args.tree)]
     try:
-        checkpoint_rows, resume_row, leased_rows = bench_checkpoints(cfg, work, gen, pg)
-        read_rows = bench_list_search(cfg, work, gen, pg)
+        peers = bench_peers(cfg, work, trees, args.postgres)
+        read_rows = [] if args.skip_reads else bench_list_search(cfg, work, TextGen(SEED), pg)
         facts = machine(pg)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if pg is not None:
             pg.close()
-    rows = [*checkpoint_rows, *read_rows, resume_row]
-    by_key = {row.key: row for row in rows}
-    checks = targets(by_key, cfg)
-    table = render(rows, checks, cfg, facts, leased_rows)
+    checks = peer_targets(peers, cfg, "this store")
+    if read_rows:
+        checks += targets({row.key: row for row in read_rows}, pg is not None)
+    server = f"; PostgreSQL {facts['postgresql']}" if "postgresql" in facts else ""
+    parts = [
+        f"Run: {cfg.name}; {facts['cpus']} CPUs (load average {os.getloadavg()[0]:.1f}); "
+        f"Python {facts['python']}; SQLite {facts['sqlite']}{server}; {facts['platform']}",
+        "", render_peers(peers, cfg),
+    ]
+    if read_rows:
+        parts += ["", render(read_rows, pg is not None)]
+    parts += ["", render_targets(checks)]
+    table = "\n".join(parts)
     elapsed = time.perf_counter() - started
     print(table)
     print(f"\n(total run time {elapsed:.0f} s)")
     result = {
         "config": asdict(cfg),
         "machine": facts,
-        "rows": [
-            {**asdict(row), "speedup": row.speedup} for row in rows
-        ],
-        "leased_rows": [
-            {"key": row.key, "operation": row.operation, "harness_s": row.harness_s,
-             "pg_s": row.pg_s} for row in leased_rows
-        ],
+        "checkpoints": peers,
+        "rows": [{**asdict(row), "speedup": row.speedup} for row in read_rows],
         "targets": [asdict(check) for check in checks],
         "all_targets_met": all(check.met for check in checks),
         "elapsed_s": elapsed,

@@ -108,7 +108,8 @@ class Config:
     warmup_turns: int = 3  # a throwaway session first (imports, pools, caches)
 
 
-FULL = Config("full", (10, 100, 500, 1_000), window=11, replays=5, turns=200, budget=24_000)
+FULL = Config("full", (20, 500, 1_000, 2_000, 4_000), window=11, replays=3, turns=200,
+              budget=24_000)
 QUICK = Config("quick", (10, 50, 100), window=5, replays=2, turns=30, budget=6_000)
 
 # -- the scripted model -------------------------------------------------------------------
@@ -775,12 +776,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
     parser.add_argument("--skip-overhead", action="store_true", help="only run part 2")
     parser.add_argument("--skip-long", action="store_true", help="only run part 1")
+    parser.add_argument("--lengths", metavar="N,N,...",
+                        help="part 1: the session lengths to report (default 20,500,...,4000)")
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     if args.turns is not None:
         if args.turns < 4:
             parser.error("--turns must be at least 4")
         cfg = Config(**{**asdict(cfg), "turns": args.turns})
+    if args.lengths:
+        lengths = tuple(int(n) for n in args.lengths.split(","))
+        cfg = Config(**{**asdict(cfg), "lengths": lengths})
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="turn-bench-"))
     overhead: list[OverheadRow] = []

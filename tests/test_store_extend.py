@@ -1,5 +1,5 @@
 """The extend rule and its context cache (actors/store/_extend.py), on their own: no database,
-the stored texts are what ``read`` returns."""
+the stored messages are what ``read`` returns."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from actors.core.errors import ContextConflict, CorruptSession
 from actors.core.messages import encode
-from actors.store._extend import ContextCache, SavedContext, extension
+from actors.store._extend import ContextCache, SavedContext, appended, extension
 
 
 def msg(role: str, text: str) -> dict[str, Any]:
@@ -21,7 +21,7 @@ SYSTEM = msg("system", "s")
 
 def saved_of(*messages: dict[str, Any], rid: int = 1, version: int = 0) -> SavedContext:
     """A context as the store keeps it after writing ``messages`` (the caller's objects)."""
-    return SavedContext(rid, version, list(messages), [encode(m) for m in messages])
+    return SavedContext(rid, version, list(messages))
 
 
 def test_appending_to_the_same_objects_writes_only_the_new_ones() -> None:
@@ -32,10 +32,25 @@ def test_appending_to_the_same_objects_writes_only_the_new_ones() -> None:
     assert delta.new_texts == [encode(m) for m in incoming[2:]]
     assert delta.new_plain == incoming[2:]
     assert delta.prefix is None  # every saved message was the cached object
-    assert saved.texts == [encode(SYSTEM), encode(first)]  # nothing changes before commit
+    assert saved.objs == [SYSTEM, first]  # nothing changes before commit
     assert delta.commit() == 2
     assert saved.objs == incoming and all(a is b for a, b in zip(saved.objs, incoming, strict=True))
-    assert saved.texts == [encode(m) for m in incoming]
+
+
+def test_the_cache_holds_the_objects_not_their_json() -> None:
+    saved = saved_of(SYSTEM)
+    extension(saved, [SYSTEM, msg("user", "a")], "sid").commit()
+    assert vars(saved).keys() == {"rid", "version", "objs"}
+
+
+def test_an_append_encodes_the_new_messages_and_extends_the_cache() -> None:
+    saved = saved_of(SYSTEM)
+    new = [msg("user", "a"), msg("assistant", "b")]
+    delta = appended(saved, new)
+    assert delta.new_texts == [encode(m) for m in new] and saved.objs == [SYSTEM]
+    assert delta.commit() == 2
+    assert saved.objs == [SYSTEM, *new] and saved.objs[1] is new[0]
+    assert appended(None, new).commit() == 2  # nothing cached: nothing to update
 
 
 def test_equal_messages_that_are_other_objects_extend_and_replace_the_cached_ones() -> None:
@@ -48,10 +63,11 @@ def test_equal_messages_that_are_other_objects_extend_and_replace_the_cached_one
     assert all(a is b for a, b in zip(saved.objs, incoming, strict=True))
 
 
-def test_messages_read_back_compare_by_their_stored_json() -> None:
-    saved = SavedContext(1, 0, [None, None], [encode(SYSTEM), encode(msg("user", "a"))])
+def test_messages_read_back_compare_by_their_canonical_json() -> None:
+    saved = SavedContext(1, 0, [dict(SYSTEM), msg("user", "a")])  # parsed: other objects
     delta = extension(saved, [SYSTEM, msg("user", "a"), msg("user", "b")], "sid")
     assert len(delta.new_texts) == 1
+    assert saved.starts_with([SYSTEM]) and not saved.starts_with([msg("user", "a")])
 
 
 def test_a_changed_message_is_refused_naming_it() -> None:
@@ -86,15 +102,15 @@ def test_an_uncommitted_extension_leaves_the_cache_as_it_was() -> None:
 
 
 class Reads:
-    """The stored context texts, counting how often the cache asks for them."""
+    """The stored context, counting how often the cache asks for it."""
 
     def __init__(self, *messages: dict[str, Any]) -> None:
-        self.texts: list[str | None] = [encode(m) for m in messages]
+        self.texts: list[dict[str, Any] | None] = list(messages)
         self.count = 0
 
-    def __call__(self) -> list[str | None]:
+    def __call__(self) -> list[dict[str, Any] | None]:
         self.count += 1
-        return list(self.texts)
+        return [None if m is None else dict(m) for m in self.texts]
 
 
 def test_the_cache_reads_a_context_back_once_while_the_row_matches() -> None:
@@ -103,9 +119,7 @@ def test_the_cache_reads_a_context_back_once_while_the_row_matches() -> None:
     first = cache.current("sid", rid=1, version=0, length=2, read=stored)
     again = cache.current("sid", rid=1, version=0, length=2, read=stored)
     assert first is again and stored.count == 1
-    assert first.objs == [None, None]  # parsed only when asked
-    parsed = first.parsed(lambda text, what: {"parsed": text})
-    assert parsed == [{"parsed": t} for t in stored.texts]
+    assert first.objs == stored.texts
 
 
 @pytest.mark.parametrize(
@@ -117,11 +131,9 @@ def test_the_cache_reloads_when_the_row_moved(row: dict[str, int]) -> None:
     cache = ContextCache()
     stored = Reads(SYSTEM, msg("user", "a"))
     cache.current("sid", rid=1, version=0, length=2, read=stored)
-    stored.texts = [encode(m) for m in (SYSTEM, msg("user", "b"), msg("user", "c"))][
-        : row["length"]
-    ]
+    stored.texts = [SYSTEM, msg("user", "b"), msg("user", "c")][: row["length"]]
     reloaded = cache.current("sid", read=stored, **row)
-    assert stored.count == 2 and reloaded.texts == stored.texts
+    assert stored.count == 2 and reloaded.objs == stored.texts
 
 
 def test_the_cache_refuses_a_context_that_does_not_match_its_row() -> None:

@@ -108,35 +108,136 @@ def test_rid_among_selects_exactly_those_rows(store: Store) -> None:
 
 
 class WatchingIndex:
-    """A real index, watched: what the transcript holds, inside the transaction and seen
-    from another connection, when the store adds messages to the index."""
+    """A real index, watched: what another connection sees of the transcript when the
+    store adds messages to the index."""
 
     def __init__(self, inner: SearchIndex, other: Store) -> None:
         self.inner = inner
         self.other = other
-        self.seen: list[tuple[int, int]] = []
+        self.seen: list[int] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def add_messages(self, conn: Conn, rid: int, rows: Any) -> None:
-        sql = "SELECT count(*) FROM transcript WHERE session_rid = ?"
-        inside = conn.execute(sql, (rid,)).fetchone()[0]
         with self.other.db.read() as elsewhere:
-            outside = elsewhere.execute(sql, (rid,)).fetchone()[0]
-        self.seen.append((inside, outside))
+            self.seen.append(elsewhere.execute(
+                "SELECT count(*) FROM transcript WHERE session_rid = ?", (rid,)).fetchone()[0])
         self.inner.add_messages(conn, rid, rows)
 
 
-def test_messages_are_indexed_inside_the_checkpoint_transaction(
+def _pending(store: Store) -> int:
+    with store.db.read() as conn:
+        return int(conn.execute("SELECT count(*) FROM index_pending").fetchone()[0])
+
+
+def test_a_checkpoint_marks_its_messages_and_the_index_follows_after_its_commit(
     stores: Stores, memory_dir: Path
 ) -> None:
     store, other = stores.open(memory_dir), stores.open(memory_dir)
     sid = store.create_session(messages=[SYSTEM])
     store.index = WatchingIndex(store.index, other)
     store.checkpoint(sid, [SYSTEM, user("first"), user("second")])
-    assert store.index.seen == [(3, 1)]  # written together, not yet visible elsewhere
+    assert store.index.seen == [] and _pending(store) == 2  # no postings in the checkpoint
+    assert store.unindexed == 2
+    assert store.index_pending() is True
+    assert store.index.seen == [3]  # the messages were committed before they were indexed
+    assert _pending(store) == 0 and store.unindexed == 0
     assert [r["id"] for r in other.search_sessions("second")] == [sid]
+
+
+def test_search_catches_up_with_what_is_not_indexed_yet(stores: Stores, memory_dir: Path) -> None:
+    store = stores.open(memory_dir)
+    sid = store.create_session(messages=[SYSTEM])
+    with store.lease(sid):
+        store.append(sid, [user("quokka one"), user("quokka two")], at=1)
+    store.close()  # not indexed: the marks are durable, committed with the messages
+    again = stores.open(memory_dir)
+    assert _pending(again) == 2
+    [found] = again.search_sessions("quokka")
+    assert found["id"] == sid and "quokka" in found["snippet"]
+    assert _pending(again) == 0
+
+
+def test_the_indexer_goes_in_batches_and_skips_what_was_deleted(store: Store) -> None:
+    keep = store.create_session(messages=[SYSTEM])
+    gone = store.create_session(messages=[SYSTEM])
+    store.checkpoint(keep, [SYSTEM, *(user(f"wombat {i}") for i in range(5))])
+    store.checkpoint(gone, [SYSTEM, user("wombat gone")])
+    store.delete(gone)
+    assert _pending(store) == 5
+    assert store.index_pending(limit=2) is False
+    assert store.index_pending(limit=2) is False
+    assert store.index_pending(limit=2) is True
+    [found] = store.search_sessions("wombat")
+    assert found["id"] == keep
+    with store.db.read() as conn:
+        count = dict((rid, n) for rid, n, _ in store.index.message_matches(conn, "wombat"))
+    assert list(count.values()) == [5]
+
+
+def test_two_indexers_never_index_a_message_twice(stores: Stores, memory_dir: Path) -> None:
+    a, b = stores.open(memory_dir), stores.open(memory_dir)
+    sid = a.create_session(messages=[SYSTEM])
+    a.checkpoint(sid, [SYSTEM, *(user(f"numbat {i}") for i in range(10))])
+    a.index_pending(limit=3)
+    b.index_pending(limit=3)
+    a.catch_up_index()
+    b.catch_up_index()
+    with a.db.read() as conn:
+        [(_, count, _)] = list(a.index.message_matches(conn, "numbat"))
+    assert count == 10
+
+
+def _history(store: Store, deferred: bool) -> None:
+    """The same sessions, written with the index caught up after every write (as it was kept
+    inside the checkpoints) or left to search (``deferred``)."""
+    def after() -> None:
+        if not deferred:
+            store.catch_up_index()
+
+    for n in range(6):
+        sid = f"s{n}-{'later' if deferred else 'at-once'}"
+        store.create_session(sid, [SYSTEM], title=f"Session {n}")
+        messages = [SYSTEM]
+        for k in range(8):
+            messages = [*messages, user(f"turn {k} of {n}: the parser error {k * n % 5}"),
+                        call(f"c{n}{k}"),
+                        {"role": "tool", "tool_call_id": f"c{n}{k}",
+                         "content": f"traceback line {k}\n" * (k + 1) + "kafka" * (n == 3)}]
+            store.checkpoint(sid, messages, planned_calls=True)
+            after()
+        if n == 2:
+            store.replace_context(sid, [SYSTEM, user("summary: rebalance")],
+                                  compaction={"before_tokens": 9, "after_tokens": 2,
+                                              "summary": "rebalance of the parser"})
+            after()
+        if n == 4:
+            store.update(sid, title="Kafka rebalance", summary="a summary")
+            after()
+        if n == 1:
+            store.delete(sid)
+            after()
+
+
+def test_search_results_are_the_same_whether_indexed_at_once_or_caught_up(
+    stores: Stores, tmp_path: Path
+) -> None:
+    at_once = stores.open(tmp_path / "a" / "memory")
+    later = stores.open(tmp_path / "b" / "memory")
+    _history(at_once, deferred=False)
+    assert _pending(at_once) == 0
+    _history(later, deferred=True)
+    assert _pending(later) > 0
+
+    def shown(results: list[dict[str, Any]], suffix: str) -> list[tuple[str, str, str]]:
+        return [(r["id"].split("-")[0], r["title"], r["snippet"])
+                for r in results if r["id"].endswith(suffix)]  # (one schema on PostgreSQL)
+
+    for query in ("parser error", "kafka", "rebalance", "traceback line 7", "zz", "turn 3 of"):
+        found = shown(later.search_sessions(query), "-later")  # catches up first
+        assert found == shown(at_once.search_sessions(query), "-at-once"), query
+    assert at_once.search_sessions("parser")  # the queries found something
 
 
 def test_a_store_is_its_parts(tmp_path: Path) -> None:

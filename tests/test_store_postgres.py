@@ -207,8 +207,12 @@ def test_lost_connections_stop_the_turn_and_keep_every_saved_checkpoint(
         out, err = proc.communicate(timeout=30)
         assert len(server.requests) == 1  # the turn stopped before asking the model again
     assert proc.returncode == 1 and out == "" and "Traceback" not in err
-    assert "Turn failed: Could not save the session: Lost the connection to the PostgreSQL " \
-        "session store" in err, err
+    # Both connections died: the checkpoint finds the data connection dead, or (when the
+    # search indexer, idle between writes, met the dead connection first and a new one was
+    # made) the lease gone; either way nothing more is saved.
+    assert ("Turn failed: Could not save the session: Lost the connection to the PostgreSQL "
+            "session store" in err) or ("Turn failed: Could not save the session: Lost the "
+                                         "lease of session" in err), err
     assert "the last saved checkpoint is intact" in err
     assert len(err.strip().splitlines()) == 2, err  # the tool line and the failure
     store = first.stores.open(second.memory_dir)

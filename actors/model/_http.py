@@ -1,10 +1,36 @@
-"""The HTTP library under the openai SDK: httpx2 for openai >= 3, httpx before."""
+"""The HTTP library under the openai SDK: httpx2 for openai >= 3, httpx before.
+
+Imported when first used, not with the harness: importing it (and ``ssl``) takes about a
+tenth of a second, which would hold up the interactive prompt. By the first request the
+openai SDK has imported it anyway (in a worker thread, :mod:`actors.model._sdk`), so the
+first use here finds it loaded.
+"""
 
 from __future__ import annotations
 
-try:
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
     import httpx2 as http
-except ImportError:  # pragma: no cover - depends on the installed openai
-    import httpx as http  # type: ignore[no-redef, import-not-found, unused-ignore]
+else:
+
+    class _Lazy:
+        """The module, imported on the first attribute looked up."""
+
+        _module: ModuleType | None = None
+
+        def __getattr__(self, name: str) -> Any:
+            module = type(self)._module
+            if module is None:
+                try:
+                    module = importlib.import_module("httpx2")
+                except ImportError:  # pragma: no cover - depends on the installed openai
+                    module = importlib.import_module("httpx")
+                type(self)._module = module
+            return getattr(module, name)
+
+    http = _Lazy()
 
 __all__ = ["http"]

@@ -20,6 +20,8 @@ cleanup; nothing is left reading.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -42,20 +44,37 @@ CLOSE_SECONDS = 2
 MAX_JSON_BODY = 16 * 1024 * 1024
 
 
+def _takes_content(client: openai.AsyncOpenAI) -> bool:
+    """Whether the SDK's ``post`` sends raw bytes (``content=``; newer SDKs)."""
+    return _post_takes_content(type(client).post)
+
+
+@functools.cache
+def _post_takes_content(post: Callable[..., Any]) -> bool:
+    return "content" in inspect.signature(post).parameters
+
+
 async def stream_chat(
     client: openai.AsyncOpenAI,
-    body: dict[str, Any],
+    body: bytes,
     endpoint: Endpoint,
     assembly: Assembly,
     on_piece: OnPiece,
 ) -> None:
-    """Send ``body`` and fold the answer into ``assembly``; raise ModelError if it fails."""
+    """Send ``body`` (the request's JSON, :mod:`actors.model._body`) and fold the answer
+    into ``assembly``; raise ModelError if it fails."""
     try:
         # The raw post: chat.completions.create() would first walk every message and tool
-        # schema against its type definitions (~0.16 ms per message, on the event loop).
-        response = await client.post(
-            "/chat/completions", body=body, cast_to=http.Response, stream=True,
-        )
+        # schema against its type definitions (~0.16 ms per message, on the event loop),
+        # then encode the whole body again; the body arrives encoded, from its pieces.
+        if _takes_content(client):
+            response = await client.post(
+                "/chat/completions", content=body, cast_to=http.Response, stream=True,
+            )
+        else:  # an older SDK: it encodes the body itself
+            response = await client.post(
+                "/chat/completions", body=json.loads(body), cast_to=http.Response, stream=True,
+            )
     except Exception as exc:
         raise from_exception(exc, endpoint, streaming=False) from None
     try:

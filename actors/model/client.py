@@ -54,7 +54,9 @@ from actors.core.events import (
     TextDelta,
 )
 from actors.core.mailbox import answer
-from actors.model._assembly import Assembly, call_ids_in
+from actors.core.messages import Message
+from actors.model._assembly import Assembly
+from actors.model._body import EncodedMessages
 from actors.model._classify import from_exception
 from actors.model._endpoint import Endpoint, check_base_url, root_url
 from actors.model._http import http
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
 CONNECT_SECONDS = 5.0
 CLOSE_SECONDS = 2
 LIST_SECONDS = 3
+WARM_UP_DELAY = 0.3  # seconds after the client starts: the prompt is up by then
 
 
 @dataclass
@@ -119,6 +122,8 @@ class ModelClient:
         self._warned: set[str] = set()
         self._context_checked = False
         self._background: anyio.abc.TaskGroup | None = None
+        # The conversation's requests and the compactor's, each encoded incrementally.
+        self._encoded = (EncodedMessages(), EncodedMessages())
 
     async def _http_client(self) -> openai.AsyncOpenAI:
         """The SDK's client, made on first use (the SDK itself is imported in a thread)."""
@@ -144,9 +149,7 @@ class ModelClient:
             async with inbox, anyio.create_task_group() as tg:
                 self._background = tg
                 task_status.started()
-                tg.start_soon(_quietly, load_sdk)  # in a thread, ready by the first request
-                if self._preflight:
-                    tg.start_soon(_quietly, self.check_endpoint)
+                tg.start_soon(self._warm_up)
                 async for request in inbox:
                     tg.start_soon(self._serve, request)
                 tg.cancel_scope.cancel()  # closing: nobody waits for requests still running
@@ -154,6 +157,16 @@ class ModelClient:
             if self._client is not None:
                 with anyio.move_on_after(CLOSE_SECONDS, shield=True):
                     await self._client.close()
+
+    async def _warm_up(self) -> None:
+        """Import the SDK (in a thread) and check the endpoint, in the background, once the
+        front end has had :data:`WARM_UP_DELAY` to show its prompt: the import holds the
+        interpreter for a few tenths of a second, which would delay the first prompt. A
+        request that comes sooner imports the SDK itself and does not wait for this."""
+        await anyio.sleep(WARM_UP_DELAY)
+        await _quietly(load_sdk)
+        if self._preflight:
+            await _quietly(self.check_endpoint)
 
     async def _serve(self, request: ModelRequest) -> None:
         outcome = ModelOutcome(interrupted=True)
@@ -205,7 +218,9 @@ class ModelClient:
     async def _complete_checked(
         self, request: ModelRequest, progress: _Progress
     ) -> ModelOutcome:
-        taken = call_ids_in(request.messages)
+        encoded = self._encoded_for(request.messages)
+        taken = encoded.call_ids
+        in_messages = encoded.tokens
         last: list[ModelError] = []
 
         async def attempt(n: int) -> Assembly:
@@ -216,7 +231,7 @@ class ModelClient:
             assembly = Assembly(taken_ids=taken)
             try:
                 client = await self._http_client()
-                await stream_chat(client, self._body(request), self.endpoint,
+                await stream_chat(client, self._body(request, encoded), self.endpoint,
                                   assembly, lambda piece: self._show(request, progress, piece))
             except RequestRefused as error:
                 if self._include_usage and "stream_options" in error.detail:
@@ -248,7 +263,6 @@ class ModelClient:
                 endpoint=self.base_url, hint="Raise --llm-timeout if the model is slow.",
             ))
         message = assembly.message()
-        in_messages = estimate_messages(request.messages)
         usage = assembly.usage or Usage(in_messages + estimate_tools(request.tools),
                                         estimate_messages([message]), estimated=True)
         # Compared with the messages alone: servers differ in how they count tool schemas.
@@ -261,18 +275,29 @@ class ModelClient:
         return ModelOutcome(message=message, usage=usage, finish_reason=assembly.finish_reason,
                             reasoning=assembly.reasoning_text())
 
-    def _body(self, request: ModelRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": request.messages,
-                                "stream": True}
+    def _encoded_for(self, messages: list[Message]) -> EncodedMessages:
+        """The encoder holding these messages' conversation (the one whose first message
+        they start with), brought up to date; else the other one (the least recently used)."""
+        first, second = self._encoded
+        if not (messages and first.starts(messages[0])):
+            first, second = second, first
+            self._encoded = (first, second)
+        first.update(messages)
+        return first
+
+    def _body(self, request: ModelRequest, encoded: EncodedMessages) -> bytes:
+        """The request's JSON body; ``encoded`` holds its messages."""
+        head: dict[str, Any] = {"model": self.model}
+        tail: dict[str, Any] = {"stream": True}
         if self._include_usage:
-            body["stream_options"] = {"include_usage": True}
+            tail["stream_options"] = {"include_usage": True}
         if request.tools:
-            body["tools"] = request.tools
+            tail["tools"] = request.tools
         if request.temperature is not None:
-            body["temperature"] = request.temperature
+            tail["temperature"] = request.temperature
         if request.max_tokens is not None:
-            body["max_tokens"] = request.max_tokens
-        return body
+            tail["max_tokens"] = request.max_tokens
+        return encoded.body(head, tail)
 
     async def _show(self, request: ModelRequest, progress: _Progress, piece: Piece) -> None:
         if piece.kind == "text":

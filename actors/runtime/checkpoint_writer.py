@@ -7,7 +7,10 @@ calls never run on the event loop, and two writes of one session never interleav
 Cancellation: a write that has started always finishes (the worker thread is not abandoned),
 so a checkpoint is never half-applied by an abort; the caller may stop waiting, the write still
 lands. When the writer is cancelled, writes still queued are refused (their callers get
-:class:`ActorGone`), never run.
+:class:`ActorGone`), never run; a batch of indexing under way finishes in its thread.
+
+The search index follows the checkpoints: a checkpoint commits its messages marked "not yet
+indexed", and the writer indexes them between writes (see :func:`run_checkpoint_writer`).
 
 Errors: the store translates its own failures into the hierarchy (a :class:`StorageError` for a
 full disk, a :class:`ContextConflict`...); the writer answers with that exception object and
@@ -40,17 +43,33 @@ class Write:
     reply: MemoryObjectSendStream[Any]  # the result, or the HarnessError that stopped it
 
 
+INDEX_IDLE_SECONDS = 0.05  # the search index catches up after this long without a write
+INDEX_BACKLOG = 64  # ... or at once after a write, when this many messages wait for it
+FINAL_INDEX_SECONDS = 1.0  # what catching up may add to a clean exit (the rest waits)
+
+
 async def run_checkpoint_writer(
     store: Store,
     inbox: MemoryObjectReceiveStream[Write],
     *,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve writes until every sender of ``inbox`` is closed."""
+    """Serve writes until every sender of ``inbox`` is closed.
+
+    Between writes it keeps the search index caught up (:meth:`Store.index_pending`, one
+    batch per worker-thread call): once the inbox has been idle for
+    :data:`INDEX_IDLE_SECONDS`, or right after a write that left :data:`INDEX_BACKLOG`
+    messages unindexed, so a checkpoint never waits for more than one batch. When the
+    inbox closes it catches up for at most :data:`FINAL_INDEX_SECONDS`; what is left stays
+    marked and is indexed by the next search or run.
+    """
     async with inbox:
         task_status.started()
         try:
-            async for write in inbox:
+            while True:
+                write = await _next_write(store, inbox)
+                if write is None:
+                    break
                 result: Any
                 try:
                     result = await anyio.to_thread.run_sync(write.operation, store)
@@ -61,12 +80,48 @@ async def run_checkpoint_writer(
                         f"The checkpoint writer failed ({type(exc).__name__}: {exc})."
                     )
                 await answer(write.reply, result)
+            with anyio.move_on_after(FINAL_INDEX_SECONDS):
+                while store.unindexed and not await _index_some(store):
+                    pass
         finally:  # cancelled: writes still queued are refused, so nobody waits for them
             while True:
                 try:
                     inbox.receive_nowait().reply.close()
                 except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
                     break
+
+
+async def _next_write(store: Store, inbox: MemoryObjectReceiveStream[Write]) -> Write | None:
+    """The next write (None once every sender closed), indexing while none comes."""
+    while store.unindexed:
+        if store.unindexed < INDEX_BACKLOG:
+            with anyio.move_on_after(INDEX_IDLE_SECONDS):
+                try:
+                    return await inbox.receive()
+                except anyio.EndOfStream:
+                    return None
+        else:
+            try:
+                return inbox.receive_nowait()
+            except anyio.WouldBlock:
+                pass
+            except anyio.EndOfStream:
+                return None
+        await _index_some(store)
+    try:
+        return await inbox.receive()
+    except anyio.EndOfStream:
+        return None
+
+
+async def _index_some(store: Store) -> bool:
+    """One batch of the search index (True: nothing left). A failure (a full disk) leaves
+    the marks for later and stops trying until the next write."""
+    try:
+        return await anyio.to_thread.run_sync(store.index_pending)
+    except HarnessError:
+        store.unindexed = 0
+        return True
 
 
 class CheckpointClient:
@@ -97,6 +152,22 @@ class CheckpointClient:
         return await self._do(
             lambda s: s.checkpoint(self.session_id, snapshot, state=state,
                                    planned_calls=planned_calls, status=status)
+        )
+
+    async def append(
+        self,
+        messages: Sequence[Message],
+        *,
+        at: int,
+        state: dict[str, Any] | None = None,
+        planned_calls: bool = False,
+        status: str | None = None,
+    ) -> int:
+        """Append ``messages`` to the ``at`` saved ones (:meth:`Store.append`)."""
+        new = list(messages)
+        return await self._do(
+            lambda s: s.append(self.session_id, new, at=at, state=state,
+                               planned_calls=planned_calls, status=status)
         )
 
     async def mark_started(self, call_ids: Sequence[str]) -> None:

@@ -77,6 +77,11 @@ class WorkingContext:
             "approvals": list(self.approvals),
         }
 
+    def unsaved(self) -> tuple[int, list[Message]]:
+        """How many messages the store holds, and those it does not hold yet (what the
+        next checkpoint appends: it costs what was added, not the context's length)."""
+        return self.saved_len, self.messages[self.saved_len :]
+
     def tokens(self) -> int:
         """Estimated size of the next request: the messages plus what every request carries."""
         return self.estimator.estimate(self.messages, overhead=self.overhead)

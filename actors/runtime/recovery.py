@@ -40,9 +40,9 @@ async def settle_batch(
             context.tool_calls += 1
         context.messages.append(tool_result(outcome.call_id, outcome.content))
     try:
-        snapshot = list(context.messages)
-        await writer.checkpoint(snapshot, state=context.state())
-        context.saved_len = len(snapshot)
+        at, new = context.unsaved()
+        await writer.append(new, at=at, state=context.state())
+        context.saved_len = at + len(new)
         if open_calls_at_end(context.messages):
             recovered: list[Message] = await writer.call(lambda s, sid: s.recover(sid))
             context.messages, context.saved_len = recovered, len(recovered)

@@ -115,11 +115,11 @@ class TurnResult:
         return self.outcome == "answered"
 
 
-def _checkpoint_numbered(store: Store, session_id: str, messages: list[Any],
+def _checkpoint_numbered(store: Store, session_id: str, at: int, new: list[Any],
                          state: dict[str, Any]) -> int:
-    """A checkpoint, then the number its last message has in the transcript (in the writer's
-    thread: one trip for both)."""
-    store.checkpoint(session_id, messages, state=state)
+    """A checkpoint (an append to the ``at`` saved messages), then the number its last
+    message has in the transcript (in the writer's thread: one trip for both)."""
+    store.append(session_id, new, at=at, state=state)
     return int(store.info(session_id).transcript_messages)
 
 
@@ -355,14 +355,14 @@ class Supervisor:
         context = self._context
         number = 0
         async with self._context_lock:
-            snapshot = list(context.messages)
+            at, new = context.unsaved()
             state = context.state()
             if numbered:
                 number = await writer.call(lambda s, sid: _checkpoint_numbered(
-                    s, sid, snapshot, state))
+                    s, sid, at, new, state))
             else:
-                await writer.checkpoint(snapshot, state=state, planned_calls=planned_calls)
-            context.saved_len = len(snapshot)
+                await writer.append(new, at=at, state=state, planned_calls=planned_calls)
+            context.saved_len = at + len(new)
         await self._gauge()
         return number
 

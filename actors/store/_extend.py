@@ -7,20 +7,24 @@ the context (``replace_context``). A checkpoint that breaks the rule is refused 
 
 **The cache.** Checking the rule naively would read and compare every saved message on every
 checkpoint. Instead each store instance keeps, per session, the saved context as it last read
-or wrote it (:class:`SavedContext`): the caller's own message objects and their canonical JSON.
-The caller passes the same objects again (the supervisor appends to its list), so the check is
-one pointer comparison per message, and only a message that is a different object is compared
-by value. An entry is used only while it matches the session row's ``(rid, context_version,
-context_len)``: the version moves when the context is replaced, the length when it is
-extended, and the rid when a session is deleted and created again. A change made by another
-process, another machine or another store instance is so noticed and the context read back
-once.
+or wrote it (:class:`SavedContext`): the message objects themselves (the caller's, or those a
+load parsed and handed out), not their JSON. The caller passes the same objects again (the
+supervisor appends to its list), so the check is one pointer comparison per message, and only
+a message that is a different object is compared by value (its canonical JSON). An entry is
+used only while it matches the session row's ``(rid, context_version, context_len)``: the
+version moves when the context is replaced, the length when it is extended, and the rid when
+a session is deleted and created again. A change made by another process, another machine or
+another store instance is so noticed and the context read back once.
 
-The caveat of the fast path: a message object that was already checkpointed is treated as
-immutable. Mutating it in place and checkpointing again is not detected (the database keeps
-the saved version, which is the truth on the next load).
+**Appends** (:func:`appended`): the owner of a working context knows what it added since its
+last checkpoint and how many messages the store holds; :meth:`Store.append` writes those
+messages after checking only the length, with no scan of the context at all.
 
-Pure bookkeeping, no I/O: the store reads the texts back when :meth:`ContextCache.current`
+The caveat of the fast path: a message object that was already checkpointed, or that a load
+returned, is treated as immutable. Mutating it in place and checkpointing again is not
+detected (the database keeps the saved version, which is the truth on the next load).
+
+Pure bookkeeping, no I/O: the store reads the context back when :meth:`ContextCache.current`
 asks, and calls :meth:`Extension.commit` only after its transaction committed, so the cache is
 never ahead of the database. Not thread-safe on its own: the store uses it inside its
 transactions, which hold the database's lock.
@@ -31,27 +35,31 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from actors.core.errors import ContextConflict, CorruptSession
 from actors.core.messages import Message, encode, to_plain
 
 
+def _same(given: Any, kept: Any) -> bool:
+    """Whether two messages are equal as stored (their canonical JSON)."""
+    return given is kept or encode(to_plain(given)) == encode(to_plain(kept))
+
+
 @dataclass
 class SavedContext:
-    """The saved working context of one session as this store instance last saw it."""
+    """The saved working context of one session as this store instance last saw it: the
+    message objects, in order (the caller's own, or those parsed when it was read back)."""
 
     rid: int
     version: int
-    objs: list[Any]  # the caller's message objects; None where read back and not yet parsed
-    texts: list[str]  # their canonical JSON, as stored
+    objs: list[Any]
 
-    def parsed(self, loads: Callable[[str, str], Any]) -> list[Message]:
-        """The messages as objects, parsing (once) those read back from the database."""
-        for i, obj in enumerate(self.objs):
-            if obj is None:
-                self.objs[i] = loads(self.texts[i], f"context message {i}")
-        return self.objs
+    def starts_with(self, messages: Sequence[Any]) -> bool:
+        """Whether the saved context starts with ``messages`` (equal as stored)."""
+        return len(messages) <= len(self.objs) and all(
+            map(_same, messages, self.objs[: len(messages)])
+        )
 
 
 @dataclass
@@ -60,6 +68,19 @@ class ContextCache:
 
     _saved: dict[str, SavedContext] = field(default_factory=dict)
 
+    def cached(self, session_id: str, *, rid: int, version: int, length: int
+               ) -> SavedContext | None:
+        """The cached context if it is the row ``(rid, version, length)``'s, else None."""
+        saved = self._saved.get(session_id)
+        if (
+            saved is not None
+            and saved.version == version
+            and saved.rid == rid
+            and len(saved.objs) == length
+        ):
+            return saved
+        return None
+
     def current(
         self,
         session_id: str,
@@ -67,30 +88,26 @@ class ContextCache:
         rid: int,
         version: int,
         length: int,
-        read: Callable[[], Sequence[str | None]],
+        read: Callable[[], Sequence[Any]],
     ) -> SavedContext:
         """The saved context of the row ``(rid, version, length)``: the cached one when it
-        is that row's, else ``read()`` (the stored texts in order) once.
+        is that row's, else ``read()`` (the stored messages in order, parsed; None for a row
+        pointing nowhere) once.
 
         Raises :class:`CorruptSession` when what was read does not match the row.
         """
-        saved = self._saved.get(session_id)
-        if (
-            saved is not None
-            and saved.version == version
-            and saved.rid == rid
-            and len(saved.texts) == length
-        ):
+        saved = self.cached(session_id, rid=rid, version=version, length=length)
+        if saved is not None:
             return saved
-        texts = list(read())
-        if len(texts) != length or None in texts:
+        objs = list(read())
+        if len(objs) != length or any(obj is None for obj in objs):
             raise CorruptSession(session_id, "the working context refers to missing messages")
-        stored = cast(list[str], texts)
-        saved = self._saved[session_id] = SavedContext(rid, version, [None] * length, stored)
+        saved = self._saved[session_id] = SavedContext(rid, version, objs)
         return saved
 
     def replaced(self, session_id: str, saved: SavedContext) -> None:
-        """The context was replaced (compaction, recovery) and the new one committed."""
+        """The context was replaced (compaction, recovery) or loaded (the objects handed out)
+        and the new one committed."""
         self._saved[session_id] = saved
 
     def forget(self, session_id: str) -> None:
@@ -102,7 +119,7 @@ class ContextCache:
 class Extension:
     """What a checkpoint appends to a saved context (see :func:`extension`)."""
 
-    saved: SavedContext
+    saved: SavedContext | None  # None: nothing cached to bring up to date (an append)
     prefix: list[Any] | None  # the caller's objects for the saved part; None: the cached ones
     new_objs: list[Any]
     new_plain: list[Message]
@@ -112,11 +129,19 @@ class Extension:
         """Bring the cache up to date; call only after the transaction committed. Returns
         the number of messages appended."""
         saved = self.saved
-        if self.prefix is not None:
-            saved.objs[:] = self.prefix  # equal by value; keep the caller's objects
-        saved.objs.extend(self.new_objs)
-        saved.texts.extend(self.new_texts)
+        if saved is not None:
+            if self.prefix is not None:
+                saved.objs[:] = self.prefix  # equal by value; keep the caller's objects
+            saved.objs.extend(self.new_objs)
         return len(self.new_texts)
+
+
+def appended(saved: SavedContext | None, new: Sequence[Any]) -> Extension:
+    """The messages ``new`` appended to a context, encoded (``saved``: the cached context
+    they extend, if any). Raises :class:`TypeError` for a message that cannot be persisted."""
+    new_objs = list(new)
+    new_plain = [to_plain(m) for m in new_objs]
+    return Extension(saved, None, new_objs, new_plain, [encode(m) for m in new_plain])
 
 
 def extension(saved: SavedContext, incoming: list[Any], session_id: str) -> Extension:
@@ -127,7 +152,7 @@ def extension(saved: SavedContext, incoming: list[Any], session_id: str) -> Exte
     cannot be persisted. Costs a pointer comparison per saved message, plus a value
     comparison for each one that is not the cached object.
     """
-    n = len(saved.texts)
+    n = len(saved.objs)
     if len(incoming) < n:
         raise ContextConflict(
             f"Context changed unexpectedly for session '{session_id}' ({len(incoming)} "
@@ -137,12 +162,11 @@ def extension(saved: SavedContext, incoming: list[Any], session_id: str) -> Exte
     if not all(map(operator.is_, incoming, saved.objs)):  # stops at the saved length
         prefix = incoming[:n]
         for i, (given, kept) in enumerate(zip(prefix, saved.objs, strict=True)):
-            if given is not kept and encode(to_plain(given)) != saved.texts[i]:
+            if not _same(given, kept):
                 raise ContextConflict(
                     f"Context changed unexpectedly for session '{session_id}' at message "
                     f"{i}; use compaction to replace it."
                 )
-    new_objs = incoming[n:]
-    new_plain = [to_plain(m) for m in new_objs]
-    new_texts = [encode(m) for m in new_plain]
-    return Extension(saved, prefix, new_objs, new_plain, new_texts)
+    delta = appended(saved, incoming[n:])
+    delta.prefix = prefix
+    return delta

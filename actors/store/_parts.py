@@ -7,7 +7,7 @@ A backend is not a subclass filling in hooks; it is three objects handed to
       │
       ├────▶ Lease           hold(id) / is_held_here(id) / held_elsewhere(id)
       │
-      └────▶ SearchIndex     kept current inside the write transactions; finds one word
+      └────▶ SearchIndex     catches up behind the checkpoints; finds one word
 
 The store's logic (the extend rule, delta appends, write-ahead records, recovery, fork, search
 ranking) is written once against these protocols and the shared SQL dialect (``?``
@@ -64,12 +64,14 @@ class Transactions(Protocol):
         """A read transaction (one consistent snapshot); damage is blamed on ``session_id``."""
         ...
 
-    def write(self, *leased: str) -> AbstractContextManager[Conn]:
+    def write(self, *leased: str, durable: bool = True) -> AbstractContextManager[Conn]:
         """One write transaction, rolled back whole if anything in it fails (COMMIT included).
 
         ``leased`` are the sessions it writes, whose leases the caller holds: a backend whose
         lease can be lost behind its back checks, inside the transaction, that it still holds
-        them, and writes nothing otherwise.
+        them, and writes nothing otherwise. ``durable=False`` (derived data only, the search
+        index): COMMIT does not wait for the disk; a crash may lose the transaction whole,
+        never part of it, and the next durable commit makes it durable too.
         """
         ...
 
@@ -103,9 +105,16 @@ class Lease(Protocol):
 
 
 class SearchIndex(Protocol):
-    """The text index behind search. Its writes run inside the store's write transactions,
-    so the index is never behind the transcript (the one place to change should indexing
-    leave the checkpoint's transaction: :func:`actors.store._rows.insert_messages`)."""
+    """The text index behind search. A checkpoint only marks its messages
+    (:func:`actors.store._rows.mark_unindexed`); :meth:`claim_pending` and
+    :meth:`add_messages` index them later, in transactions of their own
+    (:meth:`actors.store._store.Store.index_pending`)."""
+
+    def claim_pending(self, conn: Conn, limit: int) -> list[tuple[int, int | None, str | None]]:
+        """Remove up to ``limit`` of the oldest "not yet indexed" marks, which no other
+        transaction is claiming; ``(mid, session rid, body)`` of each (rid and body None when
+        the message is gone)."""
+        ...
 
     def add_messages(self, conn: Conn, rid: int, rows: Sequence[tuple[int, str]]) -> None:
         """Add ``(mid, text)`` of new transcript messages of session ``rid``."""
@@ -120,7 +129,8 @@ class SearchIndex(Protocol):
         ...
 
     def copy_session(self, conn: Conn, old_rid: int, new_rid: int) -> None:
-        """Index the copy ``new_rid`` as ``old_rid`` is (transcripts matched by ``seq``)."""
+        """Index the copy ``new_rid`` of ``old_rid``: its session text now, its messages
+        marked for the indexer."""
         ...
 
     def message_matches(self, conn: Conn, term: str) -> Iterable[tuple[int, int, int]]:

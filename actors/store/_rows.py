@@ -20,8 +20,7 @@ from typing import Any
 from actors.core.errors import CorruptSession, SessionNotFound
 from actors.core.messages import Message
 from actors.store import _write_ahead
-from actors.store._parts import Conn, SearchIndex
-from actors.store._text import indexed_text
+from actors.store._parts import Conn
 
 _SESSION_COLUMNS = (
     "rid, id, created_at, updated_at, title, summary, archived, status, project_root, "
@@ -129,7 +128,6 @@ def context_mids(conn: Conn, rid: int) -> dict[str, int]:
 
 def insert_messages(
     conn: Conn,
-    index: SearchIndex,
     rid: int,
     first_seq: int,
     first_pos: int | None,
@@ -140,9 +138,13 @@ def insert_messages(
     follows: int | None = None,
 ) -> list[int]:
     """Append messages to the transcript at ``first_seq`` (and to the context at
-    ``first_pos`` unless None), index them and update the write-ahead records. Their
-    transcript row ids (mids), in order. ``follows``: the seq the first of them follows when
-    it is not the one before it (the first message after a rewind)."""
+    ``first_pos`` unless None), mark them for the search index and update the write-ahead
+    records. Their transcript row ids (mids), in order. ``follows``: the seq the first of them
+    follows when it is not the one before it (the first message after a rewind).
+
+    The index itself is written later, in a transaction of its own
+    (:meth:`actors.store._store.Store.index_pending`): a checkpoint commits the messages and
+    one small ``index_pending`` row each, never their trigram postings."""
     if not plain:
         return []
     conn.executemany(
@@ -162,15 +164,22 @@ def insert_messages(
             "INSERT INTO context (session_rid, pos, mid) VALUES (?, ?, ?)",
             [(rid, first_pos + i, mid) for i, mid in enumerate(mids)],
         )
-    indexed = [
-        (mid, text)
-        for mid, text in zip(mids, map(indexed_text, plain), strict=True)
-        if text
-    ]
-    if indexed:
-        index.add_messages(conn, rid, indexed)
+    mark_unindexed(conn, mids)
     _write_ahead.apply(conn, rid, _write_ahead.changes_of(plain, planned_calls=planned_calls))
     return mids
+
+
+def mark_unindexed(conn: Conn, mids: Sequence[int]) -> None:
+    """Mark transcript rows as not yet in the search index (durably, with the rows)."""
+    conn.executemany(
+        "INSERT INTO index_pending (mid) VALUES (?) ON CONFLICT DO NOTHING",
+        [(mid,) for mid in mids],
+    )
+
+
+def has_unindexed(conn: Conn) -> bool:
+    """Whether any transcript row is still marked as not in the search index."""
+    return conn.execute("SELECT 1 FROM index_pending LIMIT 1").fetchone() is not None
 
 
 def insert_context(conn: Conn, rid: int, texts: Sequence[str], mids: dict[str, int]) -> None:

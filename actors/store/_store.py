@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ from actors.core.messages import Message, call_ids_of, encode, repair, text_of, 
 from actors.core.previews import latest_user_text, one_line, own_user_text
 from actors.core.titles import SOURCES, provisional_title
 from actors.store import _branches, _portability, _rows, _search, _survivors, _write_ahead
-from actors.store._extend import ContextCache, Extension, SavedContext, extension
+from actors.store._extend import ContextCache, Extension, SavedContext, appended, extension
 from actors.store._parts import Backend, Conn
 from actors.store._records import (
     RECORD_FIELDS,
@@ -54,10 +54,11 @@ from actors.store._records import (
     timestamp,
 )
 from actors.store._rows import SessionRow
-from actors.store._text import session_text
+from actors.store._text import indexed_text, session_text
 
 FALLBACK_SUMMARY_EXCERPTS = 6  # the notes' fallback summary: the last six excerpts
 FALLBACK_SUMMARY_CHARS = 2000
+INDEX_BATCH = 256  # messages indexed per transaction of the background indexer
 
 
 def private_memory_dir(memory_dir: str | os.PathLike[str]) -> Path:
@@ -82,6 +83,31 @@ def private_memory_dir(memory_dir: str | os.PathLike[str]) -> Path:
     except OSError as exc:
         raise StorageError(f"{exc.strerror or exc} ({exc.filename or path}).") from exc
     return path
+
+
+class _StoppedOnAsk(Mapping[str, str]):
+    """Call id -> what became of its recorded process group, found (and a survivor stopped)
+    when recovery asks, which it does for the calls still open only: one repair pass."""
+
+    def __init__(self, groups: dict[str, _write_ahead.ProcessRecord]) -> None:
+        self._groups = groups
+        self._lines: dict[str, str | None] = {}
+
+    def __getitem__(self, call_id: str) -> str:
+        if call_id not in self._lines:
+            group = self._groups.get(call_id)
+            self._lines[call_id] = None if group is None else _survivors.stop_survivor(
+                group.pgid, group.leader_start, group.host)
+        line = self._lines[call_id]
+        if line is None:
+            raise KeyError(call_id)
+        return line
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._groups)
+
+    def __len__(self) -> int:
+        return len(self._groups)
 
 
 def _check_status(status: str) -> None:
@@ -110,6 +136,10 @@ class Store:
         self.index = backend.index
         self.import_warnings: list[str] = list(backend.warnings)
         self._contexts = ContextCache()
+        # Messages this instance left for the indexer since it last found nothing pending
+        # (1 at first: look once for what an earlier process left). A hint, not the truth:
+        # the database's ``index_pending`` rows are.
+        self.unindexed = 1
         if import_legacy:
             _portability.import_legacy_dir(self)
 
@@ -163,9 +193,16 @@ class Store:
     # -- the saved context ----------------------------------------------------------------
 
     def _saved(self, conn: Conn, row: SessionRow) -> SavedContext:
+        def read() -> list[Any]:
+            loads = _rows.json_loader(row.id, self.db.damage_hint)
+            return [
+                None if text is None else loads(text, f"context message {pos}")
+                for pos, text in enumerate(_rows.context_texts(conn, row.rid))
+            ]
+
         return self._contexts.current(
             row.id, rid=row.rid, version=row.context_version, length=row.context_len,
-            read=lambda: _rows.context_texts(conn, row.rid),
+            read=read,
         )
 
     def _append(
@@ -181,10 +218,26 @@ class Store:
         """Write the delta of ``incoming`` over the saved context inside ``conn``'s
         transaction; the caller commits the returned :class:`Extension` after COMMIT."""
         delta = extension(self._saved(conn, row), incoming, row.id)
-        n = len(delta.saved.texts)
+        self._write_delta(conn, row, delta, planned_calls=planned_calls, state=state,
+                          status=status)
+        return delta
+
+    def _write_delta(
+        self,
+        conn: Conn,
+        row: SessionRow,
+        delta: Extension,
+        *,
+        planned_calls: bool,
+        state: dict[str, Any] | None = None,
+        status: str | None = None,
+    ) -> None:
+        """The rows of ``delta``, appended after the ``row.context_len`` saved messages."""
+        n = row.context_len
         added = len(delta.new_texts)
+        self.unindexed += added
         _rows.insert_messages(
-            conn, self.index, row.rid, row.transcript_len, n, delta.new_plain, delta.new_texts,
+            conn, row.rid, row.transcript_len, n, delta.new_plain, delta.new_texts,
             planned_calls=planned_calls, follows=row.branch_seq,
         )
         sets = ["context_len = ?", "transcript_len = ?", "updated_at = ?"]
@@ -211,7 +264,6 @@ class Store:
             sets.append("status = ?")
             args.append(status)
         conn.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE rid = ?", (*args, row.rid))
-        return delta
 
     # -- creating and checkpointing -------------------------------------------------------
 
@@ -243,6 +295,7 @@ class Store:
             self.index.set_session_text(conn, row.rid, session_text(title, "", []))
             delta = self._append(conn, row, list(messages), planned_calls=False)
         delta.commit()
+        self._index_now()
         return session_id
 
     def checkpoint(
@@ -258,7 +311,8 @@ class Store:
 
         ``messages`` is the whole working context; it must extend the saved one, else
         :class:`ContextConflict` (see :mod:`actors.store._extend`). Only the new messages are
-        written (to the transcript, the context and the search index). With
+        written (to the transcript and the context; the search index follows in a
+        transaction of its own, :meth:`index_pending`). With
         ``planned_calls``, the tool calls of new assistant messages are recorded as planned
         (write-ahead: see :meth:`mark_started`). Returns the number of messages appended.
         """
@@ -271,6 +325,43 @@ class Store:
             delta = self._append(
                 conn, row, incoming, planned_calls=planned_calls, state=state, status=status
             )
+        return delta.commit()
+
+    def append(
+        self,
+        session_id: str,
+        messages: Sequence[Any],
+        *,
+        at: int,
+        state: dict[str, Any] | None = None,
+        planned_calls: bool = False,
+        status: str | None = None,
+    ) -> int:
+        """Append ``messages`` to a saved context of ``at`` messages: :meth:`checkpoint`
+        for the owner of the working context, who knows what it added since its last write.
+
+        Costs what is appended, whatever the context's length: nothing saved is compared or
+        copied. :class:`ContextConflict` when the store does not hold exactly ``at``
+        messages (the context was replaced or extended by someone else). Returns the number
+        of messages appended.
+        """
+        check_session_id(session_id)
+        if status is not None:
+            _check_status(status)
+        with self._existing_lease(session_id), self.db.write(session_id) as conn:
+            row = _rows.session_row(conn, session_id)
+            if row.context_len != at:
+                raise ContextConflict(
+                    f"Context changed unexpectedly for session '{session_id}' ({at} messages "
+                    f"known saved, {row.context_len} saved); only compaction may replace it."
+                )
+            saved = self._contexts.cached(session_id, rid=row.rid,
+                                          version=row.context_version, length=at)
+            delta = appended(saved, messages)
+            self._write_delta(conn, row, delta, planned_calls=planned_calls, state=state,
+                              status=status)
+        if saved is None:
+            self._contexts.forget(session_id)
         return delta.commit()
 
     def mark_started(self, session_id: str, call_ids: Iterable[str]) -> None:
@@ -316,18 +407,16 @@ class Store:
         added_texts = [encode(m) for m in added]
         with self._existing_lease(session_id), self.db.write(session_id) as conn:
             row = _rows.session_row(conn, session_id)
-            saved = self._saved(conn, row)
-            if expect_prefix is not None:
-                expected = [encode(to_plain(m)) for m in expect_prefix]
-                if saved.texts[: len(expected)] != expected:
-                    raise ContextConflict(
-                        f"The context of session '{session_id}' changed while it was compacted."
-                    )
+            if expect_prefix is not None and not self._saved(conn, row).starts_with(
+                expect_prefix
+            ):
+                raise ContextConflict(
+                    f"The context of session '{session_id}' changed while it was compacted."
+                )
             rid = row.rid
             mids = _rows.context_mids(conn, rid)
             added_mids = _rows.insert_messages(
-                conn, self.index, rid, row.transcript_len, None, added, added_texts,
-                planned_calls=False,
+                conn, rid, row.transcript_len, None, added, added_texts, planned_calls=False,
             )
             mids.update(zip(added_texts, added_mids, strict=True))
             conn.execute("DELETE FROM context WHERE session_rid = ?", (rid,))
@@ -345,9 +434,8 @@ class Store:
                 " context_version = context_version + 1, updated_at = ? WHERE rid = ?",
                 (len(texts), row.transcript_len + len(added), timestamp(), rid),
             )
-        self._contexts.replaced(
-            session_id, SavedContext(rid, row.context_version + 1, list(incoming), texts)
-        )
+        self._contexts.replaced(session_id, SavedContext(rid, row.context_version + 1, incoming))
+        self._index_now()
 
     # -- reading --------------------------------------------------------------------------
 
@@ -357,13 +445,13 @@ class Store:
         Tool calls still open in the saved context are shown answered with the recovery
         notice (nothing is written: :meth:`recover` persists the repair, under the lease).
         Each message is parsed once: ``messages`` and ``transcript`` share the dicts of the
-        messages they have in common.
+        messages they have in common, and the saved context is cached as those very objects,
+        so a checkpoint extending ``messages`` compares nothing (treat them as immutable).
         """
         check_session_id(session_id)
         loads = _rows.json_loader(session_id, self.db.damage_hint)
         with self.db.read(session_id) as conn:
             row = _rows.session_row(conn, session_id)
-            self._saved(conn, row)  # validates (and caches) the context
             by_mid: dict[int, Message] = {}
             transcript = []
             for mid, seq, body in conn.execute(
@@ -373,7 +461,7 @@ class Store:
                 message = by_mid[mid] = loads(body, f"transcript message {seq}")
                 transcript.append(message)
             context = [
-                by_mid[mid] if mid is not None else loads(body, f"context {pos}")
+                by_mid.get(mid) if mid is not None else loads(body, f"context {pos}")
                 for pos, mid, body in conn.execute(
                     "SELECT pos, mid, body FROM context WHERE session_rid = ? ORDER BY pos",
                     (row.rid,),
@@ -381,9 +469,10 @@ class Store:
             ]
             phases = _write_ahead.phases(conn, row.rid)
             compactions = _rows.compactions(conn, row.rid)
+            saved = self._prime(row, context)
         record = self._meta(row)
         record.update(
-            messages=repair(context, _write_ahead.notice_for(phases)).messages,
+            messages=repair(saved, _write_ahead.notice_for(phases)).messages,
             transcript=transcript,
             compactions=compactions,
         )
@@ -395,12 +484,19 @@ class Store:
         check_session_id(session_id)
         with self.db.read(session_id) as conn:
             row = _rows.session_row(conn, session_id)
-            saved = self._saved(conn, row)
+            messages = list(self._saved(conn, row).objs)  # read and parsed once, or cached
             phases = _write_ahead.phases(conn, row.rid)
-        messages = [json.loads(t) for t in saved.texts]
         if not repaired:
             return messages
         return repair(messages, _write_ahead.notice_for(phases)).messages
+
+    def _prime(self, row: SessionRow, context: list[Any]) -> list[Message]:
+        """Cache ``context``, just read from ``row``'s snapshot, as its saved context (the
+        caller holds the transaction); the context."""
+        if len(context) != row.context_len or any(m is None for m in context):
+            raise CorruptSession(row.id, "the working context refers to missing messages")
+        self._contexts.replaced(row.id, SavedContext(row.rid, row.context_version, context))
+        return context
 
     def info(self, session_id: str) -> SessionInfo:
         """A session's metadata without its messages (one row and the compactions)."""
@@ -545,11 +641,64 @@ class Store:
         and the ``message`` number it comes from (see :mod:`actors.store._search`); with
         ``project_root``, only that project's sessions.
         """
+        self._catch_up_before_reading()
         with self.db.read() as conn:
             return _search.search(
                 conn, self.index, query, include_archived=include_archived, limit=limit,
                 project_root=project_root,
             )
+
+    # -- the search index, behind the checkpoints -----------------------------------------
+
+    def index_pending(self, limit: int = INDEX_BATCH) -> bool:
+        """Index up to ``limit`` transcript messages that are not in the search index yet,
+        in one transaction of their own; True when none remain.
+
+        A checkpoint commits its messages with a durable "not yet indexed" mark
+        (``index_pending``) and leaves the index to this: the checkpoint writer calls it when
+        idle, search before it reads (:meth:`search_sessions`). The transaction is not
+        synced on its own (the next durable commit syncs it; a crash loses at most the
+        indexing, whose marks are then still there), so it costs CPU, not an ``fsync``.
+        Marks are claimed inside the transaction: two indexers never index a message twice.
+        """
+        with self.db.write(durable=False) as conn:
+            rows = self.index.claim_pending(conn, limit)
+            texts: dict[int, list[tuple[int, str]]] = {}
+            for mid, rid, body in rows:
+                if rid is None or body is None:  # its session was deleted since
+                    continue
+                try:
+                    text = indexed_text(json.loads(body))
+                except (TypeError, ValueError, AttributeError):
+                    continue  # a damaged row: --doctor reports it; nothing to index
+                if text:
+                    texts.setdefault(rid, []).append((mid, text))
+            for rid, items in texts.items():
+                self.index.add_messages(conn, rid, items)
+        done = len(rows) < limit
+        if done:
+            self.unindexed = 0
+        return done
+
+    def catch_up_index(self) -> None:
+        """Index every message not yet indexed (batches of :data:`INDEX_BATCH`)."""
+        while not self.index_pending():
+            pass
+
+    def _index_now(self) -> None:
+        """After a write that is not a checkpoint: its messages are searchable when it
+        returns. Its data is committed already; an index that cannot be written now (a full
+        disk, a busy store) stays marked and is caught up later."""
+        with contextlib.suppress(StorageError):
+            self.catch_up_index()
+
+    def _catch_up_before_reading(self) -> None:
+        """Search sees every committed message: what is still marked is indexed first. A
+        store that cannot be written (read-only, busy) is searched as its index stands."""
+        with self.db.read() as conn:
+            pending = _rows.has_unindexed(conn)
+        if pending:
+            self._index_now()
 
     # -- metadata -------------------------------------------------------------------------
 
@@ -683,15 +832,8 @@ class Store:
                 saved = self._saved(conn, row)
                 phases = _write_ahead.phases(conn, row.rid)
                 groups = _write_ahead.process_groups(conn, row.rid)
-                loads = _rows.json_loader(session_id, self.db.damage_hint)
-                objs = list(saved.parsed(loads))
-            open_calls = {m["tool_call_id"] for m in repair(objs).added}
-            survivors = {
-                call_id: line
-                for call_id, group in groups.items()
-                if call_id in open_calls and (line := _survivors.stop_survivor(
-                    group.pgid, group.leader_start, group.host)) is not None
-            }
+                objs = list(saved.objs)
+            survivors = _StoppedOnAsk(groups)  # only open calls are asked about
             fixed = repair(objs, _write_ahead.notice_for(phases, survivors))
             if not fixed.changed:
                 return objs
@@ -855,7 +997,7 @@ class Store:
                      row.rid),
                 )
         self._contexts.replaced(
-            session_id, SavedContext(row.rid, row.context_version + 1, messages, texts)
+            session_id, SavedContext(row.rid, row.context_version + 1, list(messages))
         )
         return Rewound(messages, fork_id, before)
 
@@ -906,7 +1048,7 @@ class Store:
             transcript = [to_plain(m) for m in record["transcript"]]
             texts = [encode(m) for m in transcript]
             mids = _rows.insert_messages(
-                conn, self.index, rid, 0, None, transcript, texts, planned_calls=False
+                conn, rid, 0, None, transcript, texts, planned_calls=False
             )
             context = [encode(to_plain(m)) for m in record["messages"]]
             _rows.insert_context(conn, rid, context, dict(zip(texts, mids, strict=True)))
@@ -925,6 +1067,7 @@ class Store:
                 record["title"], record["summary"], [c["summary"] for c in compactions]
             ))
         self._contexts.forget(session_id)
+        self._index_now()
         return True
 
     def legacy_files(self) -> dict[str, tuple[int, int]]:

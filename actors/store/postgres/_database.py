@@ -100,19 +100,23 @@ class PgDatabase:
                 raise
 
     @contextlib.contextmanager
-    def write(self, *leased: str) -> Iterator[Conn]:
+    def write(self, *leased: str, durable: bool = True) -> Iterator[Conn]:
         """One transaction in pipeline mode: statements whose results are not read travel
         together, so a checkpoint costs about three round trips (the session row, the new
         transcript ids, the rest with COMMIT) whatever it appends.
 
         The lease check of ``leased`` is sent first (it takes its row lock at once) and
         its answer is looked at just before ``COMMIT``: a lost lease rolls everything back.
+        ``durable=False``: ``synchronous_commit`` off for this transaction (COMMIT does not
+        wait for the WAL flush; the server flushes it within moments).
         """
         with self.lock, translated(self.where):
             conn = self._live()
             try:
                 with conn.raw.pipeline():
                     conn.raw.execute("BEGIN")
+                    if not durable:
+                        conn.raw.execute("SET LOCAL synchronous_commit TO OFF")
                     checks = [(sid, self._lease_check(conn, sid)) for sid in leased]
                     yield conn
                     for session_id, check in checks:

@@ -46,9 +46,27 @@ def _prefer_index(conn: Conn, term: str) -> None:
 class TrigramIndex:
     """The :class:`~actors.store._parts.SearchIndex` of the PostgreSQL store."""
 
+    def claim_pending(self, conn: Conn, limit: int) -> list[tuple[int, int | None, str | None]]:
+        """Writers run concurrently: marks another transaction holds are skipped."""
+        mids = [mid for (mid,) in conn.execute(
+            "DELETE FROM index_pending WHERE mid IN (SELECT mid FROM index_pending ORDER BY mid"
+            " LIMIT ? FOR UPDATE SKIP LOCKED) RETURNING mid",
+            (limit,),
+        ).fetchall()]
+        if not mids:
+            return []
+        found = {
+            mid: (rid, body)
+            for mid, rid, body in conn.execute(
+                "SELECT mid, session_rid, body FROM transcript WHERE mid = ANY(?)", (mids,)
+            ).fetchall()
+        }
+        return [(mid, *found.get(mid, (None, None))) for mid in sorted(mids)]
+
     def add_messages(self, conn: Conn, rid: int, rows: Sequence[tuple[int, str]]) -> None:
         conn.executemany(
-            "INSERT INTO message_text (mid, session_rid, text) VALUES (?, ?, ?)",
+            "INSERT INTO message_text (mid, session_rid, text) VALUES (?, ?, ?)"
+            " ON CONFLICT (mid) DO UPDATE SET text = excluded.text",
             [(mid, rid, _storable(text).lower()) for mid, text in rows],
         )
 
@@ -62,15 +80,18 @@ class TrigramIndex:
 
     def remove_session(self, conn: Conn, rid: int) -> None:
         conn.execute("DELETE FROM message_text WHERE session_rid = ?", (rid,))
+        conn.execute(
+            "DELETE FROM index_pending WHERE mid IN "
+            "(SELECT mid FROM transcript WHERE session_rid = ?)",
+            (rid,),
+        )
         conn.execute("DELETE FROM session_text WHERE rid = ?", (rid,))
 
     def copy_session(self, conn: Conn, old_rid: int, new_rid: int) -> None:
         conn.execute(
-            "INSERT INTO message_text (mid, session_rid, text) SELECT t2.mid, t2.session_rid,"
-            " m.text FROM transcript t1 JOIN message_text m ON m.mid = t1.mid "
-            "JOIN transcript t2 ON t2.session_rid = ? AND t2.seq = t1.seq "
-            "WHERE t1.session_rid = ?",
-            (new_rid, old_rid),
+            "INSERT INTO index_pending (mid) SELECT mid FROM transcript WHERE session_rid = ?"
+            " ON CONFLICT DO NOTHING",
+            (new_rid,),
         )
         conn.execute(
             "INSERT INTO session_text (rid, text, lowered) SELECT ?, text, lowered "

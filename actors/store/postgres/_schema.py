@@ -30,7 +30,7 @@ import psycopg
 
 from actors.core.errors import StorageError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -131,6 +131,10 @@ _MIGRATIONS: dict[int, list[str]] = {
               AND strpos(t.body, '<session_context_data>') = 0
         )""",
         "CREATE INDEX IF NOT EXISTS sessions_project ON sessions (project_root, updated_at)",
+    ],
+    # Messages not yet in the search index (see the SQLite schema, version 5).
+    4: [
+        "CREATE TABLE IF NOT EXISTS index_pending (mid BIGINT PRIMARY KEY)",
     ],
 }
 

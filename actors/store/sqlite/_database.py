@@ -194,20 +194,33 @@ class SqliteDatabase:
                 self.connection.execute("COMMIT")
 
     @contextlib.contextmanager
-    def write(self, *leased: str) -> Iterator[Conn]:
+    def write(self, *leased: str, durable: bool = True) -> Iterator[Conn]:
+        """``durable=False``: ``synchronous=NORMAL`` for this transaction, whose COMMIT then
+        writes the log without syncing it; the next ``FULL`` commit's sync covers it. Such a
+        write (the search index) does not look at the side files either: the next durable
+        write does, and reports a deleted log to the user, whose data (this write's too) is
+        then written back."""
         # A flock lease cannot be lost while its process lives: nothing to check for ``leased``.
         with self.lock, translated(self.path):
-            self._check_side_files()  # may reopen: read the connection after it
+            if durable:
+                self._check_side_files()  # may reopen: read the connection after it
             conn = self.connection
-            conn.execute("BEGIN IMMEDIATE")
+            if not durable:
+                conn.execute("PRAGMA synchronous = NORMAL")
             try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn is self.connection and conn.in_transaction:  # not after a reopen
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn is self.connection and conn.in_transaction:  # not after a reopen
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.execute("ROLLBACK")
+                    raise
+            finally:
+                if not durable:
                     with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                raise
+                        conn.execute("PRAGMA synchronous = FULL")
 
     def _check_side_files(self) -> None:
         """Raise :class:`StorageError`, after a safe reopen, when the ``-wal`` or ``-shm`` file

@@ -35,28 +35,40 @@ def _match(table: str, term: str) -> tuple[str, str]:
 class Fts5Index:
     """The :class:`~actors.store._parts.SearchIndex` of the SQLite store."""
 
+    def claim_pending(self, conn: Conn, limit: int) -> list[tuple[int, int | None, str | None]]:
+        """Writers take turns (``BEGIN IMMEDIATE``): the oldest marks are this one's."""
+        rows = conn.execute(
+            "SELECT p.mid, t.session_rid, t.body FROM index_pending p "
+            "LEFT JOIN transcript t ON t.mid = p.mid ORDER BY p.mid LIMIT ?",
+            (limit,),
+        ).fetchall()
+        if rows:
+            conn.execute("DELETE FROM index_pending WHERE mid <= ?", (rows[-1][0],))
+        return [tuple(row) for row in rows]
+
     def add_messages(self, conn: Conn, rid: int, rows: Sequence[tuple[int, str]]) -> None:
-        conn.executemany("INSERT INTO message_text (rowid, text) VALUES (?, ?)", rows)
+        # REPLACE: a message indexed already (a rebuild raced its mark) is indexed once.
+        conn.executemany("INSERT OR REPLACE INTO message_text (rowid, text) VALUES (?, ?)",
+                         rows)
 
     def set_session_text(self, conn: Conn, rid: int, text: str) -> None:
         conn.execute("DELETE FROM session_text WHERE rowid = ?", (rid,))
         conn.execute("INSERT INTO session_text (rowid, text) VALUES (?, ?)", (rid, text))
 
     def remove_session(self, conn: Conn, rid: int) -> None:
-        conn.execute(
-            "DELETE FROM message_text WHERE rowid IN "
-            "(SELECT mid FROM transcript WHERE session_rid = ?)",
-            (rid,),
-        )
+        for table, key in (("message_text", "rowid"), ("index_pending", "mid")):
+            conn.execute(
+                f"DELETE FROM {table} WHERE {key} IN "
+                "(SELECT mid FROM transcript WHERE session_rid = ?)",
+                (rid,),
+            )
         conn.execute("DELETE FROM session_text WHERE rowid = ?", (rid,))
 
     def copy_session(self, conn: Conn, old_rid: int, new_rid: int) -> None:
         conn.execute(
-            "INSERT INTO message_text (rowid, text) SELECT t2.mid, m.text "
-            "FROM transcript t1 JOIN message_text m ON m.rowid = t1.mid "
-            "JOIN transcript t2 ON t2.session_rid = ? AND t2.seq = t1.seq "
-            "WHERE t1.session_rid = ?",
-            (new_rid, old_rid),
+            "INSERT INTO index_pending (mid) SELECT mid FROM transcript WHERE session_rid = ?"
+            " ON CONFLICT DO NOTHING",
+            (new_rid,),
         )
         conn.execute(
             "INSERT INTO session_text (rowid, text) SELECT ?, text FROM session_text "

@@ -70,15 +70,16 @@ def _acquire(path: Path, session_id: str) -> int:
     return fd
 
 
-def is_held_here(path: Path) -> bool:
-    """True when this process holds the lease at ``path``."""
+def is_held_here(path: Path, key: str | None = None) -> bool:
+    """True when this process holds the lease at ``path`` (``key``: its resolved path)."""
+    key = str(path.resolve()) if key is None else key
     with _registry_lock:
-        return str(path.resolve()) in _registry
+        return key in _registry
 
 
-def held_elsewhere(path: Path) -> bool:
+def held_elsewhere(path: Path, key: str | None = None) -> bool:
     """True when another process holds the lease at ``path`` (probes without keeping it)."""
-    if is_held_here(path) or not path.exists():
+    if is_held_here(path, key) or not path.exists():
         return False
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -94,13 +95,14 @@ def held_elsewhere(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def hold(path: Path, session_id: str) -> Iterator[None]:
-    """Hold the lease at ``path`` for the ``with`` block (re-entrant within this process).
+def hold(path: Path, session_id: str, key: str | None = None) -> Iterator[None]:
+    """Hold the lease at ``path`` for the ``with`` block (re-entrant within this process;
+    ``key``: the resolved path, the registry's key).
 
     Blocking only for the duration of ``open`` and a non-blocking ``flock``: async callers run
     it in a worker thread. Raises :class:`SessionLocked` when another process holds it.
     """
-    key = str(path.resolve())
+    key = str(path.resolve()) if key is None else key
     with _registry_lock:
         held = _registry.get(key)
         if held is None:
@@ -124,19 +126,28 @@ class FlockLeases:
 
     def __init__(self, sessions_dir: Path) -> None:
         self.sessions_dir = sessions_dir
+        # session id -> the lock file's resolved path: resolving costs ~50 µs (an lstat per
+        # component), once per session rather than on every checkpoint.
+        self._keys: dict[str, str] = {}
 
     def path_of(self, session_id: str) -> Path:
         """The lock file of a (checked) session id."""
         return self.sessions_dir / f"{session_id}.lock"
 
+    def _key(self, session_id: str) -> str:
+        key = self._keys.get(session_id)
+        if key is None:
+            key = self._keys[session_id] = str(self.path_of(session_id).resolve())
+        return key
+
     def hold(self, session_id: str) -> contextlib.AbstractContextManager[None]:
-        return hold(self.path_of(session_id), session_id)
+        return hold(self.path_of(session_id), session_id, self._key(session_id))
 
     def is_held_here(self, session_id: str) -> bool:
-        return is_held_here(self.path_of(session_id))
+        return is_held_here(self.path_of(session_id), self._key(session_id))
 
     def held_elsewhere(self, session_id: str) -> bool:
-        return held_elsewhere(self.path_of(session_id))
+        return held_elsewhere(self.path_of(session_id), self._key(session_id))
 
     def close(self) -> None:
         """Nothing to close: the lock files are opened per hold."""

@@ -17,13 +17,15 @@ Tables (one database file, ``<memory-dir>/sessions.sqlite3``):
 ``legacy_files``  which JSON records of the older layout were imported (never modified).
 ``message_text``  FTS5 (trigram) over each transcript message's text, rowid = transcript.mid.
 ``session_text``  FTS5 (trigram) over title, summary and compaction summaries, rowid = rid.
+``index_pending`` transcript rows not yet in ``message_text`` (the indexer catches up behind
+                  the checkpoints, which only add a row here).
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 MIGRATION_LISTINGS = """
     ALTER TABLE sessions ADD COLUMN title_source TEXT NOT NULL DEFAULT '';
@@ -116,6 +118,11 @@ _MIGRATIONS: dict[int, str] = {
     # typed (a session without any is not listed), the parent's message a fork was cut at,
     # and, after a rewind, which transcript message the next one follows.
     4: MIGRATION_LISTINGS,
+    # The search index leaves the checkpoint's transaction: a checkpoint marks its messages
+    # here, durably, and the indexer writes their postings later, in transactions of its own.
+    5: """
+    CREATE TABLE IF NOT EXISTS index_pending (mid INTEGER PRIMARY KEY);
+    """,
 }
 
 

@@ -1,0 +1,109 @@
+"""Request bodies built from pieces: each message is encoded to JSON once, not every request.
+
+A conversation's requests repeat every earlier message; encoding the whole body again for
+each request costs time in proportion to the session's length (at 4,000 messages, most of a
+turn's own work). :class:`EncodedMessages` keeps the JSON of the messages it was last given,
+joined, and the facts the client needs about them (their estimated tokens, their tool-call
+ids); a request that extends the last one by the same message objects (the supervisor
+appends to its context) encodes only the new messages. A request that does not (after a
+compaction or a recovery) keeps the common prefix and encodes the rest.
+
+The rule that makes this safe is the context's own: a message already in the working context
+is never changed in place (a change is a new message object). The JSON is what the openai
+SDK would send (``ensure_ascii=False``, compact separators, no NaN).
+
+Pure: no I/O; not thread-safe (the model client uses it on the event loop only).
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+from actors.core.budget import estimate_message
+from actors.core.messages import Message
+
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def dumps(value: Any) -> bytes:
+    """The JSON the SDK sends for ``value``."""
+    return _encoder.encode(value).encode()
+
+
+def _call_ids(message: Message) -> list[str]:
+    if message.get("role") != "assistant":
+        return []
+    return [
+        call["id"]
+        for call in message.get("tool_calls") or []
+        if isinstance(call, dict) and isinstance(call.get("id"), str)
+    ]
+
+
+class EncodedMessages:
+    """The messages of the latest request, encoded and joined (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._objs: list[Message] = []
+        self._ends: list[int] = []  # the end offset of each message's JSON in _joined
+        self._tokens: list[int] = []  # estimated tokens of the messages up to each one
+        self._joined = bytearray()  # the messages' JSON, comma-separated
+        self._call_ids: set[str] = set()
+        self.encoded = 0  # messages encoded so far (for tests and benchmarks)
+
+    def starts(self, message: Message) -> bool:
+        """Whether the messages held start with this very object."""
+        return bool(self._objs) and self._objs[0] is message
+
+    def update(self, messages: Sequence[Message]) -> None:
+        """Make these the messages held, encoding only those not held already."""
+        objs = self._objs
+        held = len(objs)
+        if len(messages) >= held and all(map(operator.is_, messages, objs)):
+            keep = held
+        else:
+            keep = next(
+                (i for i, (a, b) in enumerate(zip(messages, objs, strict=False)) if a is not b),
+                min(held, len(messages)),
+            )
+            self._truncate(keep)
+        for message in messages[keep:]:
+            part = dumps(message)
+            if self._joined:
+                self._joined += b","
+            self._joined += part
+            objs.append(message)
+            self._ends.append(len(self._joined))
+            previous = self._tokens[-1] if self._tokens else 0
+            self._tokens.append(previous + estimate_message(message))
+            self._call_ids.update(_call_ids(message))
+            self.encoded += 1
+
+    def _truncate(self, keep: int) -> None:
+        del self._objs[keep:]
+        del self._ends[keep:]
+        del self._tokens[keep:]
+        del self._joined[self._ends[-1] if self._ends else 0:]
+        self._call_ids = {i for m in self._objs for i in _call_ids(m)}
+
+    @property
+    def tokens(self) -> int:
+        """The estimated tokens of the messages held (``estimate_messages`` of them)."""
+        return self._tokens[-1] if self._tokens else 0
+
+    @property
+    def call_ids(self) -> set[str]:
+        """Every tool-call id of the assistant messages held (a copy)."""
+        return set(self._call_ids)
+
+    def body(self, head: dict[str, Any], tail: dict[str, Any]) -> bytes:
+        """The JSON object ``{**head, "messages": [...], **tail}``, built from the pieces."""
+        first = dumps(head)[:-1]
+        last = dumps(tail)[1:]
+        return b"".join((
+            first, b"," if len(first) > 1 else b"", b'"messages":[', self._joined, b"]",
+            b"," if len(last) > 1 else b"", last,
+        ))
