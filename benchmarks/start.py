@@ -63,7 +63,7 @@ def to_prompt(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     child.expect(PROMPT)
     seconds = time.perf_counter() - start
     child.sendcontrol("d")
-    child.expect(pexpect.EOF, timeout=20)
+    child.expect(pexpect.EOF, timeout=120)  # a resumed session saves on the way out
     child.close()
     return seconds
 

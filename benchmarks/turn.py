@@ -246,6 +246,13 @@ class TimedStore(SessionStore):
         finally:
             self.seconds["checkpoint"] += time.perf_counter() - start
 
+    def append(self, *args: Any, **kwargs: Any) -> int:
+        start = time.perf_counter()
+        try:
+            return super().append(*args, **kwargs)
+        finally:
+            self.seconds["checkpoint"] += time.perf_counter() - start
+
     def mark_started(self, *args: Any, **kwargs: Any) -> None:
         start = time.perf_counter()
         try:

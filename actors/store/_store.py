@@ -686,11 +686,13 @@ class Store:
             pass
 
     def _index_now(self) -> None:
-        """After a write that is not a checkpoint: its messages are searchable when it
-        returns. Its data is committed already; an index that cannot be written now (a full
-        disk, a busy store) stays marked and is caught up later."""
+        """After a write that is not a checkpoint: one batch of the index, so that a small
+        write's messages are indexed when it returns (a bigger backlog, e.g. left by a
+        crash, is the indexer's and search's, not this call's). Its data is committed
+        already; an index that cannot be written now (a full disk, a busy store) stays
+        marked and is caught up later."""
         with contextlib.suppress(StorageError):
-            self.catch_up_index()
+            self.index_pending()
 
     def _catch_up_before_reading(self) -> None:
         """Search sees every committed message: what is still marked is indexed first. A
