@@ -114,7 +114,7 @@ def test_previews_never_show_the_internal_wrappers(
     store.ensure_summary(sid)
     fork = store.fork(sid)
     for args in (("--list-sessions",), ("--info", sid), ("--info", fork),
-                 ("--search", "flaky")):
+                 ("--search", "flaky"), ("--export", sid, "--format", "markdown")):
         out = ok(harness(*args, memory_dir=memory_dir))
         assert "session_context_data" not in out and "untrusted data" not in out, args
     listed = rows(ok(harness("--list-sessions", memory_dir=memory_dir)))
