@@ -45,7 +45,8 @@ class Terminal:
         self.child.logfile_read = self.log
         self.child.expect(r"Session:\s+(\w+)")
         self.session_id = self.child.match.group(1)
-        self.child.expect(PROMPT)
+        self.child.expect(r"Ctrl-D to exit\.")  # the greeting's end: a resume's replay of
+        self.child.expect(PROMPT)              # where you left off holds "You:" lines too
 
     def say(self, text: str) -> None:
         self.child.send(text + "\r")

@@ -144,7 +144,9 @@ def test_picker_filters_previews_and_resumes_with_the_replay(
         screen.expect(made["deploy"])  # most recent first, under the cursor
         screen.expect(r"Assistant: The deploy code needs a rewrite\.")  # its preview
         screen.send("cache")  # full-text search behind the filter
-        screen.expect(re.escape(made["cache"]) + r".*#\d+: ")  # the match and its message
+        # The match and its message number (the screen is redrawn by difference: a cell
+        # already showing the right character is skipped with a cursor move).
+        screen.expect(r"#\d+:(?:\s|\x1b\[\d*C)+The(?:\s|\x1b\[\d*C)+cache")
         screen.expect(r"Assistant: The cache code needs a rewrite\.")
         screen.send(ENTER)
         assert screen.session() == made["cache"]
