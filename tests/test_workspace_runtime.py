@@ -222,12 +222,15 @@ async def test_the_files_command_shows_what_each_call_changed(tmp_path: Path) ->
             listed = await run_command(ctx, "\\files")
             with_diff = await run_command(ctx, "/files diff")
             wrong = await run_command(ctx, "\\files everything")
+            info = await run_command(ctx, "\\info")
     lines = listed.text.splitlines()
     assert lines[0] == "Files changed by tool calls:"
     assert lines[2] == "    A a.txt" and lines[4] == "    M a.txt"
     assert ", run_bash " in lines[1] and ", edit_file " in lines[3]
     assert "      -one" in with_diff.text.splitlines() and with_diff.paged
     assert wrong.error and wrong.text == "Usage: \\files [diff]"
+    assert info.text.splitlines()[-1] == (
+        "Files:        1 changed by 2 tool calls (\\files lists them)")
 
 
 async def test_the_supervisor_rewinds_files_then_the_conversation(tmp_path: Path) -> None:

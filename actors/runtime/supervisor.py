@@ -669,9 +669,11 @@ class Supervisor:
             raise UsageError("Wait for the turn to end (or interrupt it) before a rewind.")
         return await self._running().workspace.plan_rewind(to)
 
-    async def files_changed(self, with_diff: bool = False) -> list[str]:
-        """What each tool call of this session did to the project's files (``\\files``)."""
-        return await self._running().workspace.files_changed(with_diff)
+    async def files_changed(self, with_diff: bool = False, *, summary: bool = False
+                            ) -> list[str]:
+        """What each tool call of this session did to the project's files (``\\files``;
+        ``summary``: one line, for ``\\info``)."""
+        return await self._running().workspace.files_changed(with_diff, summary=summary)
 
     async def rewind_files(self, plan: RewindPlan) -> Rewound:
         """Carry out ``plan`` (done or not started; :class:`RestoreFailed` says whether the

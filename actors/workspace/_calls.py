@@ -67,3 +67,13 @@ def call_lines(calls: list[CallFiles], objects: ObjectStore | None = None) -> li
                     lines.extend("      " + line for line in
                                  unified(trees, change).rstrip("\n").split("\n"))
     return lines
+
+
+def call_summary(calls: list[CallFiles]) -> str:
+    """One line: how many files the session's tool calls changed, by how many calls."""
+    tools = [c for c in calls if c.tool != "rewind"]
+    if not tools:
+        return "none changed by tool calls"
+    paths = {p for c in tools for p, _status in c.paths}
+    return (f"{len(paths)} changed by {len(tools)} tool call{'s' if len(tools) != 1 else ''} "
+            "(\\files lists them)")

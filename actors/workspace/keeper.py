@@ -48,7 +48,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from actors.core.errors import ActorCrashed, HarnessError, StorageError, UsageError
 from actors.core.events import EventSink, Notice
 from actors.core.mailbox import answer, ask
-from actors.workspace._calls import call_lines, calls_changing_files
+from actors.workspace._calls import call_lines, call_summary, calls_changing_files
 from actors.workspace._diff import Change
 from actors.workspace._housekeeping import DEFAULT_RETENTION_DAYS, collect, due
 from actors.workspace._rewind import (
@@ -122,10 +122,12 @@ class ConversationRewound:
 
 @dataclass
 class FilesReport:
-    """What each tool call of this session changed, as lines (with the diffs: ``diff``)."""
+    """What each tool call of this session changed, as lines (with the diffs: ``diff``; one
+    line in all: ``summary``)."""
 
     diff: bool
     reply: MemoryObjectSendStream[list[str] | HarnessError]
+    summary: bool = False
 
 
 Request = SnapshotRequest | PlanRewind | ApplyRewind | ConversationRewound | FilesReport
@@ -171,10 +173,11 @@ class WorkspaceClient:
                                      "workspace keeper")
         return plan
 
-    async def files_changed(self, with_diff: bool) -> list[str]:
-        """What each tool call of the session changed (lines for people)."""
-        lines: list[str] = await ask(self._inbox, lambda reply: FilesReport(with_diff, reply),
-                                     "workspace keeper")
+    async def files_changed(self, with_diff: bool, *, summary: bool = False) -> list[str]:
+        """What each tool call of the session changed (lines for people; ``summary``: one)."""
+        lines: list[str] = await ask(
+            self._inbox, lambda reply: FilesReport(with_diff, reply, summary),
+            "workspace keeper")
         return lines
 
     async def rewind(self, plan: RewindPlan, *, with_conversation: bool = False) -> Rewound:
@@ -270,7 +273,8 @@ class WorkspaceKeeper:
                         await answer(request.reply, await self._conversation_done(request))
                         continue
                     if isinstance(request, FilesReport):
-                        await answer(request.reply, await self._report(request.diff))
+                        await answer(request.reply,
+                                     await self._report(request.diff, request.summary))
                         continue
                     result = await self._serve(request) if self._state.workspace else None
                     if request.reply is not None:
@@ -349,14 +353,17 @@ class WorkspaceKeeper:
         except Exception as exc:  # a bug: answered, the keeper goes on
             return ActorCrashed(f"The workspace keeper failed ({type(exc).__name__}: {exc}).")
 
-    async def _report(self, with_diff: bool) -> list[str] | HarnessError:
+    async def _report(self, with_diff: bool, summary: bool) -> list[str] | HarnessError:
         workspace = self._state.workspace
         if workspace is None:
-            return ["Workspace snapshots are off for this run."]
+            return ["not kept (workspace snapshots are off for this run)" if summary
+                    else "Workspace snapshots are off for this run."]
         objects = workspace.objects
 
         def lines() -> list[str]:
             calls = calls_changing_files(objects, self._session_id)
+            if summary:
+                return [call_summary(calls)]
             return call_lines(calls, objects if with_diff else None)
 
         try:

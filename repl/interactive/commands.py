@@ -111,6 +111,8 @@ async def _info(ctx: CommandContext, argument: str) -> Reply:
     if session_id == view.session_id:
         lines.append(f"Context:      ~{view.tokens} of {view.budget} tokens"
                      + (" (compacting…)" if view.compacting else ""))
+        files = await ctx.sup.files_changed(summary=True)
+        lines.append(f"Files:        {files[0]}")
     return Reply("\n".join(lines))
 
 
