@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from actors.store import SessionStore
-from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
+from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
 from tests.test_repl import PROMPT, Terminal, make_project, open_terminals, start
 
 pytestmark = pytest.mark.slow
@@ -136,3 +136,25 @@ def test_a_resume_asks_again_unless_the_approvals_are_kept(
         again.expect(PROMPT)
         assert again.exit() == 0
     assert SessionStore(memory_dir).info(term.session_id).state["approvals"] == ["write_file"]
+
+
+def test_esc_at_an_approval_question_interrupts_the_turn(
+    memory_dir: Path, project: Path, terminals: list[Terminal]
+) -> None:
+    script = [Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "x"})]),
+              Reply("Fine.")]
+    with ScriptedServer(script) as server:
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        term.say("write it")
+        term.expect(re.escape("Allow write_file: a.txt (1 chars)? [y/N/a]"))
+        term.child.send("\x1b")
+        term.expect("Interrupted.")
+        term.expect(PROMPT)
+        term.say("never mind")
+        term.expect("Fine.")
+        term.expect(PROMPT)
+        assert term.exit() == 0
+        sent = server.requests[1]["messages"]
+    assert not (project / "a.txt").exists()
+    assert tool_pairing_errors(sent) == []
+    assert sent[-2]["role"] == "tool" and sent[-1]["content"] == "never mind"

@@ -29,6 +29,8 @@ def test_commands_sessions_and_paths(tmp_path: Path) -> None:
     completer = HarnessCompleter(lambda: SESSIONS, tmp_path)
     assert [t for t, _ in complete(completer, "\\")] == list(COMMANDS)
     assert complete(completer, "\\fo") == [("\\fork", COMMANDS["\\fork"])]
+    assert complete(completer, "/fo") == [("/fork", COMMANDS["\\fork"])]  # the peers' habit
+    assert [t for t, _ in complete(completer, "/")] == ["/" + c[1:] for c in COMMANDS]
     assert complete(completer, "\\info ab") == [("abc123", "Parser rewrite"),
                                                  ("abd999", "Fixed the cache key")]
     assert complete(completer, "\\fork abc") == [("abc123", "Parser rewrite")]
