@@ -155,3 +155,23 @@ def test_at_path_attaches_the_file_and_the_transcript_keeps_what_was_typed(
     saved = SessionStore(memory_dir).load_session(term.session_id)
     user = [m for m in saved["messages"] if m["role"] == "user"][-1]
     assert user[SHOWN] == typed and user["content"] == sent["content"]
+
+
+def test_reasoning_is_one_dimmed_line_and_thinking_shows_it_whole(
+    memory_dir: Path, project: Path, terminals: list[Terminal]
+) -> None:
+    reasoning = "Let me think.\nThe user wants the version.\nIt is in pyproject."
+    with ScriptedServer([Reply("Version 2.", reasoning=reasoning)]) as server:
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        term.say("which version?")
+        term.expect("Version 2.")
+        term.expect(PROMPT)
+        screen = term.screen_text()
+        assert "Thinking: Let me think. (+2 lines: \\thinking)\nAssistant: Version 2." in screen
+        assert "The user wants" not in screen  # collapsed
+        assert "\x1b[2mThinking: Let me think." in term.log.getvalue()  # dimmed
+        term.say("/thinking")
+        term.expect("It is in pyproject.")
+        term.expect(PROMPT)
+        assert reasoning in term.screen_text()
+        assert term.exit() == 0

@@ -56,6 +56,11 @@ def test_markdown_is_rendered_with_colour_and_without() -> None:
     assert all(len(line) <= 40 and not line.endswith("wor") for line in wrapped.splitlines())
     table = render_markdown("| a | b |\n|---|---|\n| 1 | 2 |\n", width=40, colour=False)
     assert "|" not in table and "─" in table
+    numbered = render_markdown("1. one\n2. two that wraps at the end of the line\n",
+                               width=24, colour=False)
+    assert numbered == " 1. one\n 2. two that wraps at\n    the end of the line\n"
+    ten = render_markdown("".join(f"{n}. x\n" for n in range(1, 11)), width=40, colour=False)
+    assert ten.splitlines()[0] == "  1. x" and ten.splitlines()[-1] == " 10. x"
 
 
 def test_markdown_stream_makes_blocks_final_as_they_complete() -> None:

@@ -50,13 +50,30 @@ def _markdown_type() -> Any:
 
 def _make_markdown_type() -> Any:
     from markdown_it import MarkdownIt
-    from rich.markdown import Heading, Markdown
+    from rich.markdown import Heading, ListItem, Markdown
+    from rich.segment import Segment
 
     class LeftHeading(Heading):
         LEVEL_ALIGN = {**Heading.LEVEL_ALIGN, "h1": "left"}  # noqa: RUF012
 
+    class DottedItem(ListItem):
+        """A numbered item as it was written, ``1.``, where rich writes ``1``."""
+
+        def render_number(self, console: Any, options: Any, number: int, last_number: int
+                          ) -> Any:
+            width = len(str(max(number, last_number - 1))) + 3  # rich's is one past the last
+            lines = console.render_lines(self.elements, options.update(
+                width=options.max_width - width), style=self.style)
+            style = console.get_style("markdown.item.number", default="none")
+            for index, line in enumerate(lines):
+                yield Segment(f"{number}.".rjust(width - 1) + " " if index == 0 else
+                              " " * width, style)
+                yield from line
+                yield Segment("\n")
+
     class AnswerMarkdown(Markdown):
-        elements = {**Markdown.elements, "heading_open": LeftHeading}  # noqa: RUF012
+        elements = {**Markdown.elements, "heading_open": LeftHeading,  # noqa: RUF012
+                    "list_item_open": DottedItem}
 
         def __init__(self, markup: str) -> None:
             super().__init__("", hyperlinks=False)
