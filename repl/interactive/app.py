@@ -160,7 +160,8 @@ class Repl:
         view = self.view
         if self._exit_armed:
             return FormattedText([("", " Press Ctrl-C again (or Ctrl-D) to exit ")])
-        parts = [view.title or view.session_id, self.settings.mode.value, view.context_line()]
+        title = " ".join(sanitize(view.title).split())  # the model may have written it
+        parts = [title or view.session_id, self.settings.mode.value, view.context_line()]
         if view.compacting:
             parts.append("compacting…")
         parts.append(f"${view.cost_usd:.4f}")
