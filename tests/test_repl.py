@@ -233,6 +233,7 @@ def test_title_info_fork_compact(
         term = start(terminals, memory_dir, project, "--base-url", server.base_url)
         term.say("question one")
         term.expect("First answer.")
+        term.expect(PROMPT)  # keys typed before it would wait in the next prompt
         term.say("question two")
         term.expect("Second answer.")
         term.say("\\title Cache investigation")
@@ -305,6 +306,7 @@ def test_ctrl_c_during_a_slow_compaction_leaves_it_in_the_background(
         term = start(terminals, memory_dir, project, "--base-url", server.base_url)
         term.say("one")
         term.expect("First answer.")
+        term.expect(PROMPT)
         term.say("two")
         term.expect("Second answer.")
         term.expect(PROMPT)

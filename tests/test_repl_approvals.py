@@ -84,6 +84,7 @@ def test_always_for_this_session_stops_the_next_question(
         term.expect(re.escape("allowed: write_file: f1.txt (1 chars) (standing approval "
                               "'write_file')"))
         term.expect("Two written.")
+        term.expect(PROMPT)
         term.say("echo things")
         term.expect(re.escape("Allow run_bash: echo one? [y/N/a]"))
         term.say("a")
@@ -128,6 +129,7 @@ def test_a_resume_asks_again_unless_the_approvals_are_kept(
         again.expect(re.escape("Allow write_file: b.txt (1 chars)? [y/N/a]"))  # asked again
         again.say("y")
         again.expect("Two.")
+        again.expect(PROMPT)
         again.say("/approvals keep")
         again.expect(re.escape("Kept for this session: write_file."))
         again.say("three")

@@ -38,6 +38,7 @@ ANSWER = ("# Release notes\n\nThe parser is **faster** and *safer*.\n\n- one\n- 
 BOLD, ITALIC = "\x1b[1m", "\x1b[3m"
 HIGHLIGHT = re.compile(r"\x1b\[38;5;\d+")  # pygments' 256-colour highlighting
 HOSTILE = "Look\x1b[2J here\x1b]0;pwned\x07\rYou: rm -rf /"
+DRAWN_PROMPT = re.escape("\x1b[0m" + PROMPT)  # as prompt_toolkit draws it, not the fake one
 
 
 def test_markdown_is_rendered_on_a_terminal(
@@ -119,7 +120,7 @@ def test_control_characters_from_outside_never_reach_the_terminal(
         term.expect(re.escape("Allow write_file: evil.txt"))  # the diff of the file's content
         term.say("y")
         term.expect(r"rm -rf /")
-        term.expect(PROMPT)
+        term.expect(DRAWN_PROMPT)  # the real prompt (the fake "You:" line matches PROMPT)
         raw = term.log.getvalue()[start_at:]
         assert "\x1b[2J" not in raw and "\x1b]0;" not in raw and "\x07" not in raw
         screen = term.screen_text()
