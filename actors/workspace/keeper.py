@@ -330,7 +330,9 @@ class WorkspaceKeeper:
                              "it as it is.")
         if (request.kind == "after" and request.tool == "run_bash" and taken.changes
                 and request.reply is None):  # not waited for (interrupted): told from here
-            await self._events.send(Notice(f"The command {describe_changes(taken.changes)}."))
+            described = describe_changes(taken.changes)  # empty when only directories changed
+            if described:
+                await self._events.send(Notice(f"The command {described}."))
         return taken
 
     @overload
