@@ -25,6 +25,7 @@ from actors.core.errors import HarnessError, UsageError
 from actors.store import Store
 from actors.store import open_store as open_backend
 from repl import session_commands
+from repl.resume_target import PICK
 
 DESCRIPTION = """\
 A terminal coding agent with durable sessions. It talks to any OpenAI-compatible endpoint
@@ -53,7 +54,6 @@ exit status: 0 answered (or the command worked); 1 the turn failed, was interrup
 stopped by a limit, or the store failed; 2 a usage mistake (a bad flag, an unknown, ambiguous,
 locked or archived session); 130 interrupted before anything ran."""
 
-PICK = "<pick>"  # --resume without an id: open the picker
 
 
 class _Parser(argparse.ArgumentParser):

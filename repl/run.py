@@ -17,7 +17,7 @@ from actors.core.config import Settings
 from actors.core.errors import UsageError
 from actors.model import base_url_problem
 from actors.store import Store
-from repl.cli import PICK
+from repl.resume_target import PICK
 
 # The supervisor, print mode and the REPL are imported when they run, so that the resume
 # picker (``harness -r``) is on the screen before the rest of the harness has loaded.

@@ -204,7 +204,8 @@ async def test_a_recovery_that_cannot_be_done_turns_snapshots_off_and_the_turn_g
 
 
 async def test_the_files_command_shows_what_each_call_changed(tmp_path: Path) -> None:
-    from repl.interactive.commands import CommandContext, run_command
+    from repl.interactive.command_context import CommandContext
+    from repl.interactive.commands import run_command
     from repl.interactive.view import SessionView
 
     script = [

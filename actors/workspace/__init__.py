@@ -28,7 +28,7 @@ Everything here blocks (file I/O, the database); the runtime calls it from worke
 
 from __future__ import annotations
 
-from actors.workspace._diff import Change, Stat
+from actors.workspace._diff import Stat
 from actors.workspace._journal import JournalEntry
 from actors.workspace._marks import Mark, Marks
 from actors.workspace._objects import Collected, ObjectStore, Usage
@@ -45,7 +45,7 @@ from actors.workspace._rewind import (
     plan_undo,
 )
 from actors.workspace._snapshot import KeptOut, Limits, Snapshot
-from actors.workspace._tree import EMPTY_TREE, Entry, short
+from actors.workspace._tree import EMPTY_TREE, Change, Entry, short
 from actors.workspace._workspace import Recovered, Workspace, open_objects, workspace_home
 
 __all__ = [

@@ -25,7 +25,9 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Protocol
 
 from actors.core.errors import StorageError
 from actors.store._parts import Conn
@@ -58,6 +60,18 @@ def translated(path: Path) -> Iterator[None]:
         raise StorageError(f"{cause} ({path}).") from exc
     except OSError as exc:
         raise StorageError(f"{exc.strerror or exc} ({exc.filename or path}).") from exc
+
+class Database(Protocol):
+    """Where the objects live: one transaction per ``with`` block, errors translated."""
+
+    dialect: str  # "sqlite" or "postgres"
+
+    @property
+    def location(self) -> str: ...
+
+    def read(self) -> AbstractContextManager[Conn]: ...
+
+    def write(self, *, durable: bool = False) -> AbstractContextManager[Conn]: ...
 
 
 class WorkspaceDatabase:

@@ -15,43 +15,14 @@ import difflib
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
 
 from actors.workspace._objects import ObjectStore
-from actors.workspace._tree import DIR, KEPT_OUT, Entry, decode_tree
+from actors.workspace._tree import DIR, KEPT_OUT, Change, Entry, decode_tree
 
-Status = Literal["added", "deleted", "modified"]
 MAX_EXACT_LINES = 4000  # beyond this many lines a diffstat counts lines as multisets
 MAX_DIFF_CHARS = 200_000
 _BINARY_PROBE = 8000
 
-
-@dataclass(frozen=True)
-class Change:
-    """One path that differs: ``old`` and ``new`` entries (None: not there)."""
-
-    path: str
-    old: Entry | None
-    new: Entry | None
-
-    @property
-    def status(self) -> Status:
-        if self.old is None:
-            return "added"
-        if self.new is None:
-            return "deleted"
-        return "modified"
-
-    @property
-    def is_dir(self) -> bool:
-        """A directory appearing or going away (its files are changes of their own)."""
-        side = self.new if self.new is not None else self.old
-        return side is not None and side.kind == DIR
-
-    @property
-    def kept_out(self) -> bool:
-        """Either side is an entry the snapshot did not keep the content of."""
-        return any(e is not None and e.kind in KEPT_OUT for e in (self.old, self.new))
 
 
 @dataclass(frozen=True)

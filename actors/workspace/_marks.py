@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 from actors.store._parts import Conn
 
 if TYPE_CHECKING:
-    from actors.workspace._diff import Change
-    from actors.workspace._objects import Database
+    from actors.workspace._database import Database
+    from actors.workspace._tree import Change
 
 _SQLITE_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS workspace_marks ("

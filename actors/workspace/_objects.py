@@ -28,10 +28,11 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from actors.core.errors import StorageError
 from actors.store._parts import Conn
+from actors.workspace._database import Database
 from actors.workspace._marks import SCHEMA as MARKS_SCHEMA
 from actors.workspace._marks import Marks
 from actors.workspace._tree import BLOB, TREE, decode_tree
@@ -57,18 +58,6 @@ _META_DEFAULTS = (
     "INSERT INTO workspace_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
 )
 
-
-class Database(Protocol):
-    """Where the objects live: one transaction per ``with`` block, errors translated."""
-
-    dialect: str  # "sqlite" or "postgres"
-
-    @property
-    def location(self) -> str: ...
-
-    def read(self) -> AbstractContextManager[Conn]: ...
-
-    def write(self, *, durable: bool = False) -> AbstractContextManager[Conn]: ...
 
 
 class PgObjects:
@@ -371,4 +360,4 @@ class ObjectStore:
         return int(conn.execute("SELECT count(*) FROM workspace_objects").fetchone()[0])
 
 
-__all__ = ["BLOB", "TREE", "Collected", "Database", "ObjectStore", "PgObjects", "Usage"]
+__all__ = ["BLOB", "TREE", "Collected", "ObjectStore", "PgObjects", "Usage"]

@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from actors.tools._sandbox import Sandbox
-from actors.workspace._diff import Change, Stat, Trees, diff, diffstat
+from actors.workspace._diff import Stat, Trees, diff, diffstat
 from actors.workspace._snapshot import Snapshot
-from actors.workspace._tree import DIR, KEPT_OUT, LINK, Entry
+from actors.workspace._tree import DIR, KEPT_OUT, LINK, Change, Entry
 
 LOAD_BATCH_BYTES = 64 * 1024 * 1024
 

@@ -29,6 +29,7 @@ import os
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 FILE, EXEC, LINK, DIR, OMITTED, UNSCANNED = "f", "x", "l", "d", "o", "u"
 CONTENT_KINDS = frozenset((FILE, EXEC, LINK))
@@ -117,3 +118,33 @@ EMPTY_TREE = tree_oid(b"")
 def short(oid: bytes) -> str:
     """The snapshot id people see: the first 12 hex digits of its root tree."""
     return oid.hex()[:12]
+
+
+Status = Literal["added", "deleted", "modified"]
+
+@dataclass(frozen=True)
+class Change:
+    """One path that differs: ``old`` and ``new`` entries (None: not there)."""
+
+    path: str
+    old: Entry | None
+    new: Entry | None
+
+    @property
+    def status(self) -> Status:
+        if self.old is None:
+            return "added"
+        if self.new is None:
+            return "deleted"
+        return "modified"
+
+    @property
+    def is_dir(self) -> bool:
+        """A directory appearing or going away (its files are changes of their own)."""
+        side = self.new if self.new is not None else self.old
+        return side is not None and side.kind == DIR
+
+    @property
+    def kept_out(self) -> bool:
+        """Either side is an entry the snapshot did not keep the content of."""
+        return any(e is not None and e.kind in KEPT_OUT for e in (self.old, self.new))

@@ -34,11 +34,12 @@ from actors.core.errors import RestoreFailed, StorageError, ToolFailed, UsageErr
 from actors.tools._sandbox import Sandbox
 from actors.workspace import _statcache
 from actors.workspace._database import WorkspaceDatabase
-from actors.workspace._diff import Change, Stat, Trees, diff, diffstat, unified
+from actors.workspace._diff import Stat, Trees, diff, diffstat, unified
 from actors.workspace._journal import Journal, JournalEntry
 from actors.workspace._objects import ObjectStore, PgObjects
 from actors.workspace._restore import RestorePlan, apply, plan
 from actors.workspace._snapshot import Limits, Snapshot, Snapshotter
+from actors.workspace._tree import Change
 
 if TYPE_CHECKING:
     from actors.store import Store

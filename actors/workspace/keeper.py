@@ -49,7 +49,6 @@ from actors.core.errors import ActorCrashed, HarnessError, StorageError, UsageEr
 from actors.core.events import EventSink, Notice
 from actors.core.mailbox import answer, ask
 from actors.workspace._calls import call_lines, call_summary, calls_changing_files
-from actors.workspace._diff import Change
 from actors.workspace._housekeeping import DEFAULT_RETENTION_DAYS, collect, due
 from actors.workspace._rewind import (
     RewindPlan,
@@ -62,6 +61,7 @@ from actors.workspace._rewind import (
     unfinished,
 )
 from actors.workspace._snapshot import KeptOut, Limits, SnapshotStopped
+from actors.workspace._tree import Change
 from actors.workspace._workspace import Workspace, open_objects
 
 if TYPE_CHECKING:

@@ -39,13 +39,8 @@ from actors.runtime.supervisor import Supervisor
 from actors.store import Store
 from repl.interactive.approvals import choices, covered, parse_answer, rule_for
 from repl.interactive.attachments import attach
-from repl.interactive.commands import (
-    CommandContext,
-    ExitRequested,
-    SwitchSession,
-    command_name,
-    run_command,
-)
+from repl.interactive.command_context import CommandContext, ExitRequested, SwitchSession
+from repl.interactive.commands import command_name, run_command
 from repl.interactive.completion import HarnessCompleter
 from repl.interactive.diff import change_lines
 from repl.interactive.keys import TurnKeys

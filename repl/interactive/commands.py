@@ -9,17 +9,13 @@ is empty``) is a message, not a command.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 
 import anyio
 
 from actors.core.errors import HarnessError
-from actors.runtime.supervisor import Supervisor
-from actors.store import Store
 from repl import listing
-from repl.interactive.results import ResultLog
+from repl.interactive.command_context import CommandContext, ExitRequested, Reply
 from repl.interactive.sanitize import sanitize
-from repl.interactive.view import SessionView
 from repl.session_commands import INFO_RECENT, describe
 
 COMMANDS: dict[str, str] = {
@@ -49,39 +45,6 @@ Keys: Enter sends · Alt-Enter or Esc Enter: new line · Up/Down: history · Ctr
 history · Tab: complete · Esc or Ctrl-C: abort the running turn (text typed meanwhile waits
 in the next prompt) · Ctrl-C at the prompt: clear the line (twice on an empty line: exit) ·
 Ctrl-D: exit"""
-
-
-class ExitRequested(Exception):
-    """``\\exit`` was typed."""
-
-
-class SwitchSession(Exception):
-    """``\\resume`` chose another session: leave this one (saved) and open that one."""
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(session_id)
-        self.session_id = session_id
-
-
-@dataclass
-class Reply:
-    text: str
-    error: bool = False
-    paged: bool = False  # long text: shown through the pager
-    prefill: str = ""  # text to put in the next prompt (\\rewind gives your message back)
-
-
-@dataclass
-class CommandContext:
-    """What a command may use: the supervisor's commands, the store to read other sessions,
-    and what the events said about this one."""
-
-    sup: Supervisor
-    store: Store
-    view: SessionView
-    results: ResultLog = field(default_factory=ResultLog)
-    reasoning: Callable[[], str] = lambda: ""  # the model's last reasoning
-    project_root: str = ""  # this run's project (listings are scoped to it)
 
 
 def help_text() -> str:

@@ -24,7 +24,7 @@ from actors.runtime.rewind import RewindRequest
 from actors.store import UserMessage
 from repl.interactive import rewind_files as files_ui
 from repl.interactive.chooser import Chooser, Row
-from repl.interactive.commands import CommandContext, Reply, SwitchSession
+from repl.interactive.command_context import CommandContext, Reply, SwitchSession
 from repl.interactive.picker import SessionPicker
 
 PREVIEW_CHARS = 900

@@ -7,7 +7,7 @@ from __future__ import annotations
 from actors.core.errors import HarnessError
 from actors.workspace import RewindPlan
 from repl.interactive.chooser import Chooser, Row
-from repl.interactive.commands import CommandContext, Reply
+from repl.interactive.command_context import CommandContext, Reply
 from repl.rewind import diffstat_lines, plan_report
 
 WHAT = {"both": (True, True), "conversation": (True, False), "files": (False, True)}

@@ -1,0 +1,49 @@
+"""What a REPL command is given and what it gives back: the context it may use, its reply,
+and the two ways a command ends the session's loop (leaving, switching to another session).
+
+Kept apart from the commands themselves so that the commands living in modules of their own
+(``\\rewind``, ``\\resume``) import these without importing the command table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from actors.runtime.supervisor import Supervisor
+from actors.store import Store
+from repl.interactive.results import ResultLog
+from repl.interactive.view import SessionView
+
+
+class ExitRequested(Exception):
+    """``\\exit`` was typed."""
+
+
+class SwitchSession(Exception):
+    """``\\resume`` chose another session: leave this one (saved) and open that one."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id)
+        self.session_id = session_id
+
+
+@dataclass
+class Reply:
+    text: str
+    error: bool = False
+    paged: bool = False  # long text: shown through the pager
+    prefill: str = ""  # text to put in the next prompt (\\rewind gives your message back)
+
+
+@dataclass
+class CommandContext:
+    """What a command may use: the supervisor's commands, the store to read other sessions,
+    and what the events said about this one."""
+
+    sup: Supervisor
+    store: Store
+    view: SessionView
+    results: ResultLog = field(default_factory=ResultLog)
+    reasoning: Callable[[], str] = lambda: ""  # the model's last reasoning
+    project_root: str = ""  # this run's project (listings are scoped to it)
