@@ -108,3 +108,20 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolSession]:
     tool calls belong to."""
     with tool_session(tmp_path_factory.mktemp("store")) as opened:
         yield opened
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A small project for the REPL's pty tests (a module may define its own instead)."""
+    from tests.test_repl import make_project
+
+    return make_project(tmp_path)
+
+
+@pytest.fixture
+def terminals() -> Iterator[Any]:
+    """The REPL's pseudo-terminals a test opened, closed (their processes ended) at its end."""
+    from tests.test_repl import open_terminals
+
+    with open_terminals() as opened:
+        yield opened

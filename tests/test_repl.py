@@ -94,17 +94,6 @@ def open_terminals() -> Iterator[list[Terminal]]:
                 terminal.child.terminate(force=True)
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return make_project(tmp_path)
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    with open_terminals() as opened:
-        yield opened
-
-
 def start(terminals: list[Terminal], memory_dir: Path, project: Path, *args: str,
           env: dict[str, str] | None = None) -> Terminal:
     terminal = Terminal(memory_dir, project, *args, env=env)

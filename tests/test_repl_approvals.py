@@ -5,27 +5,15 @@ user says so."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
-from tests.test_repl import PROMPT, Terminal, make_project, open_terminals, start
+from tests.test_repl import PROMPT, Terminal, start
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return make_project(tmp_path)
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    with open_terminals() as opened:
-        yield opened
 
 
 def test_the_diff_is_shown_before_a_write_and_an_edit(

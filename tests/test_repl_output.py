@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pexpect
@@ -17,20 +16,9 @@ from actors.core.messages import SHOWN
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from tests.clitools import REPO
-from tests.test_repl import PROMPT, Terminal, make_project, open_terminals, start
+from tests.test_repl import PROMPT, Terminal, start
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return make_project(tmp_path)
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    with open_terminals() as opened:
-        yield opened
 
 ANSWER = ("# Release notes\n\nThe parser is **faster** and *safer*.\n\n- one\n- two\n\n"
           "| name | value |\n|---|---|\n| speed | 2x |\n\n"

@@ -4,26 +4,14 @@ whole result through ``\\result``, errors and denials whole, the denial's reason
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from tests.test_repl import PROMPT, Terminal, make_project, open_terminals, start
+from tests.test_repl import PROMPT, Terminal, start
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return make_project(tmp_path)
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    with open_terminals() as opened:
-        yield opened
 
 
 def test_a_failed_command_shows_the_mark_and_its_exit_status(

@@ -4,7 +4,6 @@ typed while the turn runs (kept for the next prompt, never answering a question)
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,20 +18,9 @@ from actors.testing.scripted_server import (
     tool_pairing_errors,
 )
 from tests.runtime import pid_alive, wait_for
-from tests.test_repl import PROMPT, Terminal, make_project, open_terminals, start
+from tests.test_repl import PROMPT, Terminal, start
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return make_project(tmp_path)
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    with open_terminals() as opened:
-        yield opened
 
 KEYS = "esc or ctrl-c to interrupt"
 ESC = "\x1b"
