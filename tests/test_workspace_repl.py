@@ -5,59 +5,19 @@ flagged), the files restored (what a shell command created, changed and deleted)
 
 from __future__ import annotations
 
-import io
-import os
-import re
-import sys
 from pathlib import Path
 
-import pexpect
 import pytest
 
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from tests.clitools import REPO
+from tests.test_sessions_repl import Screen
 
 pytestmark = pytest.mark.slow  # every test here starts the harness in a pty
 
 PROMPT = "You:"
 ENTER, DOWN = "\r", "\x1b[B"
 GAP = r"(?:\s|\x1b\[\d*C)+"  # a full-screen application may draw spaces as cursor moves
-
-
-class Screen:
-    def __init__(self, memory_dir: Path, cwd: Path, *args: str) -> None:
-        env = {**os.environ, "AGENT_HARNESS_MEMORY_DIR": str(memory_dir),
-               "PYTHONPATH": str(REPO), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
-               "OPENAI_API_KEY": "test"}
-        env.pop("AGENT_HARNESS_STORE", None)
-        self.child = pexpect.spawn(sys.executable, ["-m", "repl", *args], env=env,
-                                   cwd=str(cwd), encoding="utf-8", timeout=15,
-                                   dimensions=(40, 160))
-        self.log = io.StringIO()
-        self.child.logfile_read = self.log
-
-    def expect(self, pattern: str, timeout: float = 15) -> re.Match[str]:
-        try:
-            self.child.expect(pattern, timeout=timeout)
-        except pexpect.ExceptionPexpect:
-            tail = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", self.log.getvalue())[-2500:]
-            raise AssertionError(f"{pattern!r} not seen; the terminal showed:\n{tail}") from None
-        match = self.child.match
-        assert isinstance(match, re.Match)
-        return match
-
-    def expect_words(self, text: str) -> re.Match[str]:
-        return self.expect(GAP.join(re.escape(word) for word in text.split()))
-
-    def say(self, text: str) -> None:
-        self.child.send(text + "\r")
-
-    def exit(self) -> int:
-        self.child.sendcontrol("d")
-        self.child.expect(pexpect.EOF)
-        self.child.close()
-        return int(self.child.exitstatus or 0)
 
 
 def _files(root: Path) -> dict[str, str]:
