@@ -8,6 +8,7 @@ Run from the repository root::
     python benchmarks/turn.py --json          # print the figures as one JSON object
     python benchmarks/turn.py --turns 100 --backend trio
     python benchmarks/turn.py --skip-long     # only part 1 (--skip-overhead: only part 2)
+    python benchmarks/turn.py --skip-long --lengths 20,4000
 
 The real :class:`~actors.runtime.supervisor.Supervisor` (model client, tool executor, checkpoint
 writer, compactor, SQLite store with real ``fsync``) runs in this process under ``anyio.run``
@@ -18,13 +19,17 @@ end. Progress goes to stderr; the tables (or the JSON) go to stdout.
 1. **Harness overhead per turn.** Each user turn makes the model call ``read_file`` on a small
    file, then answer in text: two chat requests, one tool call, four new messages. The server
    times every request from the moment its handler starts (headers read) to the last byte
-   written. *Overhead* is the wall time of ``run_turn`` minus that server time. It is broken
-   down by timing, inside this benchmark only, a subclass of the supervisor
-   (``_checkpoint``, ``_ask_model``, ``_run_tools``) and of the store (the SQLite work of
-   ``checkpoint``/``mark_started``). The model-call share is further split by replaying the
-   same request bodies with a bare ``openai.AsyncOpenAI`` client (the SDK's own cost: request
-   transform, JSON encoding, HTTP, SSE parsing) and by timing ``json.dumps`` of the body.
-   Medians over a window of turns around each session length; compaction is off.
+   written. *Overhead* is the wall time of ``run_turn`` minus that server time. Two sessions
+   grow by alternate turns, one with the workspace snapshots on (as users run it: a snapshot
+   of the project at each user message) and one with them off, so both see the machine alike.
+   The **baseline** beside it, in the same run: the same request bodies (those of the
+   window's middle turn) replayed with the bare HTTP client under the SDK (POST, read the
+   answer's bytes to the end), minus the server's time: the floor of the two round trips.
+   Also beside it: the same replay through a bare ``openai.AsyncOpenAI`` client, and
+   ``json.dumps`` of the bodies. The overhead is broken down by timing, inside this
+   benchmark only, the supervisor's ``_checkpoint``, ``_record_results``, ``_ask_model`` and
+   ``_run_tools`` (wrapped on the instance, whatever their parameters) and the store's
+   SQLite work. Medians over a window of turns around each session length; compaction off.
 2. **A long session with and without compaction.** ``--turns`` user turns (each: one
    ``read_file`` of ~1.5 KB, then a ~300-character answer), once with a context budget so
    large nothing compacts and once with the defaults (``max_context_tokens=24_000``,
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -58,19 +64,13 @@ from typing import Any
 import anyio
 import openai
 from anyio.streams.memory import MemoryObjectReceiveStream
-from openai._utils import async_maybe_transform  # the SDK's request transform
-from openai.types.chat.completion_create_params import (
-    CompletionCreateParamsStreaming,
-)
 
 from actors.core.budget import estimate_messages
 from actors.core.config import Settings
 from actors.core.events import CompactionState, Event, Notice
-from actors.core.turn import Turn
-from actors.model.client import ModelOutcome
+from actors.model._http import http
 from actors.runtime.compactor import SUMMARY_PROMPT
 from actors.runtime.supervisor import Supervisor
-from actors.runtime.tool_executor import BatchOutcome
 from actors.store import SessionStore
 from actors.testing.scripted_server import (
     Reply,
@@ -265,44 +265,45 @@ class TimedStore(SessionStore):
         super().replace_context(*args, **kwargs)
 
 
+def time_into(owner: Any, name: str, phases: dict[str, float], key: str,
+              count: str | None = None) -> None:
+    """Replace the bound method ``owner.name`` by a wrapper adding its wall time to
+    ``phases[key]`` (and 1 to ``phases[count]``). The wrapper takes whatever the method
+    takes: no signature is copied here, so the benchmark follows the supervisor as it
+    changes, and a method that is renamed or removed fails here, loudly."""
+    method = getattr(owner, name)  # AttributeError if the supervisor no longer has it
+    if not callable(method):
+        raise TypeError(f"{type(owner).__name__}.{name} is not a method")
+
+    @functools.wraps(method)
+    async def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return await method(*args, **kwargs)
+        finally:
+            phases[key] += time.perf_counter() - start
+            if count is not None:
+                phases[count] += 1
+
+    setattr(owner, name, timed)
+
+
 class TimedSupervisor(Supervisor):
-    """The supervisor, timing the phases of a turn into ``phases`` (seconds)."""
+    """The supervisor, timing the phases of a turn into ``phases`` (seconds).
+
+    Its methods are wrapped on the instance (:func:`time_into`), not overridden: the
+    checkpoints (``_checkpoint``, and ``_record_results``: the batch's results checkpoint,
+    recovery's settle_batch), the model request (``_ask_model``) and the tool batch
+    (``_run_tools``, less the results checkpoint it ends with).
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.phases: dict[str, float] = defaultdict(float)
-
-    async def _checkpoint(self, *, planned_calls: bool = False) -> None:
-        start = time.perf_counter()
-        try:
-            await super()._checkpoint(planned_calls=planned_calls)
-        finally:
-            self.phases["checkpoint"] += time.perf_counter() - start
-            self.phases["checkpoints"] += 1
-
-    async def _record_results(self, calls: list[JSON], batch: BatchOutcome | None) -> Any:
-        """The batch's results checkpoint (recovery's settle_batch): a checkpoint too."""
-        start = time.perf_counter()
-        try:
-            return await super()._record_results(calls, batch)
-        finally:
-            self.phases["checkpoint"] += time.perf_counter() - start
-            self.phases["checkpoints"] += 1
-
-    async def _ask_model(self, turn: Turn) -> ModelOutcome:
-        start = time.perf_counter()
-        try:
-            return await super()._ask_model(turn)
-        finally:
-            self.phases["model"] += time.perf_counter() - start
-
-    async def _run_tools(self, turn: Turn, calls: list[JSON]) -> BatchOutcome:
-        start, inner = time.perf_counter(), self.phases["checkpoint"]
-        try:
-            return await super()._run_tools(turn, calls)
-        finally:  # without the checkpoint it ends with (counted as a checkpoint)
-            elapsed = time.perf_counter() - start
-            self.phases["tools"] += elapsed - (self.phases["checkpoint"] - inner)
+        time_into(self, "_checkpoint", self.phases, "checkpoint", "checkpoints")
+        time_into(self, "_record_results", self.phases, "results", "checkpoints")
+        time_into(self, "_ask_model", self.phases, "model")
+        time_into(self, "_run_tools", self.phases, "tools+results")
 
 
 @dataclass
@@ -400,23 +401,25 @@ class OverheadRow:
     server_ms: float
     overhead_ms: float
     model_client_ms: float  # waiting on the model actor, minus server time
+    http_ms: float  # the baseline: bare HTTP round trips of the same requests minus server
     sdk_ms: float  # bare openai client: round trip minus server time (both requests)
-    sdk_transform_ms: float  # of which the SDK's request transform (async_maybe_transform)
     json_dumps_ms: float  # json.dumps of both request bodies
     checkpoint_ms: float  # supervisor-side checkpoints (lock, copies, writer hop, store)
     store_ms: float  # of which SQLite work in the writer thread (checkpoint calls only)
     tools_ms: float  # the executor round trip, mark_started included
     other_ms: float  # overhead minus the three above
     request_kb: float  # the turn's larger request body
+    overhead_off_ms: float = 0.0  # the same, in the session with the workspace snapshots off
 
 
 async def run_turns(
     sup: TimedSupervisor, store: TimedStore, server: TimedServer, count: int,
-    prompt: Callable[[int], str], progress: str,
+    prompt: Callable[[int], str], progress: str, first_turn: int = 1, total: int = 0,
 ) -> list[TurnSample]:
-    """Run ``count`` user turns, sampling each."""
+    """Run ``count`` user turns (numbered from ``first_turn``, of ``total``), sampling each."""
     samples = []
-    for k in range(1, count + 1):
+    total = total or count
+    for k in range(first_turn, first_turn + count):
         sup.phases.clear()
         store.seconds.clear()
         start_len = len(sup.snapshot().messages)
@@ -428,8 +431,8 @@ async def run_turns(
             raise RuntimeError(f"turn {k} did not finish: {result.outcome}: {result.text}")
         samples.append(TurnSample(k, start_len, seconds, (first, server.count),
                                   dict(sup.phases), dict(store.seconds), sup.snapshot().tokens))
-        if k % 50 == 0 or k == count:
-            print(f"  {progress}: turn {k}/{count}, {len(sup.snapshot().messages)} messages, "
+        if k % 50 == 0 or k == total:
+            print(f"  {progress}: turn {k}/{total}, {len(sup.snapshot().messages)} messages, "
                   f"{seconds * 1000:.1f} ms", file=sys.stderr)
     return samples
 
@@ -442,6 +445,22 @@ async def chat_timings(server: TimedServer, sample: TurnSample) -> list[RequestT
         if not timing.summary and not timing.replay:
             timings.append(timing)
     return timings
+
+
+async def replay_http(client: Any, server: TimedServer, body: JSON) -> float:
+    """POST ``body`` with a bare HTTP client (the one under the SDK) and read the answer's
+    bytes to the end; return its time beyond the server's: the floor of a request."""
+    data = json.dumps({**body, "model": REPLAY_MODEL}, ensure_ascii=False,
+                      separators=(",", ":")).encode()
+    index = server.count
+    start = time.perf_counter()
+    async with client.stream("POST", "/chat/completions", content=data,
+                             headers={"Content-Type": "application/json"}) as response:
+        async for _ in response.aiter_bytes():
+            pass
+    seconds = time.perf_counter() - start
+    timing = await anyio.to_thread.run_sync(server.timing, index)
+    return seconds - timing.seconds
 
 
 async def replay(client: openai.AsyncOpenAI, server: TimedServer, body: JSON) -> float:
@@ -469,48 +488,63 @@ def dumps_seconds(body: JSON, repeat: int = 5) -> float:
     return median(times)
 
 
-async def transform_seconds(body: JSON, repeat: int = 3) -> float:
-    """Median time of the transform ``chat.completions.create`` applies to its parameters."""
-    params = {key: body[key] for key in ("model", "messages", "tools", "stream", "stream_options")
-              if key in body}
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        await async_maybe_transform(params, CompletionCreateParamsStreaming)
-        times.append(time.perf_counter() - start)
-    return median(times)
-
-
-async def bench_overhead(
-    cfg: Config, settings: Settings, store: TimedStore, server: TimedServer
-) -> list[OverheadRow]:
-    """Part 1: grow one session by turns; the overhead per turn at each length."""
+async def bench_overhead(cfg: Config, on: Scenario, off: Scenario) -> list[OverheadRow]:
+    """Part 1: grow two sessions by alternate turns, one with the workspace snapshots on (as
+    users run the harness), one with them off; the overhead per turn at each length, with
+    the bare-HTTP and bare-SDK replays of the first one's requests beside it."""
     counts = Drain()
-    async with session(settings, store, counts) as sup:  # warm-up, thrown away
-        await run_turns(sup, store, server, cfg.warmup_turns, lambda k: f"Warm-up {k}",
-                        "warm-up")
+    for sc in (on, off):
+        async with session(sc.settings, sc.store, counts) as sup:  # warm-up, thrown away
+            await run_turns(sup, sc.store, sc.server, cfg.warmup_turns,
+                            lambda k: f"Warm-up {k}", "warm-up")
     last = max(cfg.lengths) + 2 * cfg.window  # new messages per turn: 4
     turns = (last - 1) // 4 + 1
-    async with session(settings, store, counts) as sup:
-        samples = await run_turns(sup, store, server, turns,
-                                  lambda k: f"Turn {k}: read the notes and tell me what they say.",
-                                  "overhead")
+    samples: dict[str, list[TurnSample]] = {"on": [], "off": []}
+    async with session(on.settings, on.store, counts) as sup_on, \
+            session(off.settings, off.store, counts) as sup_off:
+        for k in range(1, turns + 1):  # alternated: both see the machine's load alike
+            for label, sup, sc in (("on", sup_on, on), ("off", sup_off, off)):
+                samples[label] += await run_turns(
+                    sup, sc.store, sc.server, 1,
+                    lambda k: f"Turn {k}: read the notes and tell me what they say.",
+                    f"overhead, snapshots {label}", first_turn=k, total=turns)
     rows = []
+    settings, server = on.settings, on.server
     async with openai.AsyncOpenAI(base_url=settings.base_url, api_key="test",
-                                  max_retries=0) as client:
-        await replay(client, server, server.body(samples[0].requests[0]))  # connect, warm up
+                                  max_retries=0) as client, \
+            http.AsyncClient(base_url=settings.base_url, timeout=20.0) as bare:
+        first = server.body(samples["on"][0].requests[0])
+        await replay(client, server, first)  # connect, warm up
+        await replay_http(bare, server, first)
         for target in cfg.lengths:
-            window = sorted(samples, key=lambda s: (abs(s.start_len - target), s.turn))
-            window = sorted(window[: cfg.window], key=lambda s: s.turn)
-            rows.append(await overhead_row(cfg, target, window, server, client))
+            row = await overhead_row(cfg, target, window_of(samples["on"], target, cfg),
+                                     server, client, bare)
+            row.overhead_off_ms = await overhead_of(window_of(samples["off"], target, cfg),
+                                                    off.server)
+            rows.append(row)
     return rows
+
+
+def window_of(samples: list[TurnSample], target: int, cfg: Config) -> list[TurnSample]:
+    """The ``cfg.window`` turns that started nearest to ``target`` messages, in order."""
+    window = sorted(samples, key=lambda s: (abs(s.start_len - target), s.turn))
+    return sorted(window[: cfg.window], key=lambda s: s.turn)
+
+
+async def overhead_of(window: list[TurnSample], server: TimedServer) -> float:
+    """The median overhead (ms) of a window's turns."""
+    overheads = []
+    for sample in window:
+        served = sum(t.seconds for t in await chat_timings(server, sample))
+        overheads.append(sample.seconds - served)
+    return ms(median(overheads))
 
 
 async def overhead_row(
     cfg: Config, target: int, window: list[TurnSample], server: TimedServer,
-    client: openai.AsyncOpenAI,
+    client: openai.AsyncOpenAI, bare: Any,
 ) -> OverheadRow:
-    """Medians of one window, and the bare-client replay of its middle turn's requests."""
+    """Medians of one window, and the bare replays of its middle turn's requests."""
     per: dict[str, list[float]] = defaultdict(list)
     sizes = []
     for sample in window:
@@ -518,8 +552,9 @@ async def overhead_row(
         served = sum(t.seconds for t in timings)
         overhead = sample.seconds - served
         model = sample.phases.get("model", 0.0) - served
-        checkpoint = sample.phases.get("checkpoint", 0.0)
-        tools = sample.phases.get("tools", 0.0)
+        results = sample.phases.get("results", 0.0)  # inside the tool batch's time
+        checkpoint = sample.phases.get("checkpoint", 0.0) + results
+        tools = sample.phases.get("tools+results", 0.0) - results
         per["turn"].append(sample.seconds)
         per["server"].append(served)
         per["overhead"].append(overhead)
@@ -530,12 +565,13 @@ async def overhead_row(
         per["other"].append(overhead - model - checkpoint - tools)
         sizes.append(max(t.body_bytes for t in timings))
     middle = window[len(window) // 2]
-    sdk = dumps = transform = 0.0
+    sdk = floor = dumps = 0.0
     for index in range(*middle.requests):
         body = server.body(index)
         extra = [await replay(client, server, body) for _ in range(cfg.replays)]
         sdk += median(extra)
-        transform += await transform_seconds(body)
+        extra = [await replay_http(bare, server, body) for _ in range(cfg.replays)]
+        floor += median(extra)
         dumps += dumps_seconds(body)
     return OverheadRow(
         target_messages=target,
@@ -545,8 +581,8 @@ async def overhead_row(
         server_ms=ms(median(per["server"])),
         overhead_ms=ms(median(per["overhead"])),
         model_client_ms=ms(median(per["model"])),
+        http_ms=ms(floor),
         sdk_ms=ms(sdk),
-        sdk_transform_ms=ms(transform),
         json_dumps_ms=ms(dumps),
         checkpoint_ms=ms(median(per["checkpoint"])),
         store_ms=ms(median(per["store"])),
@@ -711,24 +747,30 @@ def render(overhead: list[OverheadRow], runs: list[LongRun], cfg: Config,
     """The tables, as Markdown."""
     lines = [
         f"Run: {cfg.name}; backend {facts['backend']}; {facts['cpus']} CPUs; Python "
-        f"{facts['python']}; openai {facts['openai']}; SQLite {facts['sqlite']}",
+        f"{facts['python']}; openai {facts['openai']}; SQLite {facts['sqlite']}; load average "
+        f"{', '.join(str(x) for x in facts['load_average'])} (1, 5, 15 min, at the end)",
         "",
         "Harness overhead per turn (1 tool call + 1 answer; medians over "
         f"{cfg.window} turns; ms):",
         "",
-        "| messages | turn | server | **overhead** | model client | of which bare SDK "
-        "| of which SDK transform | json.dumps | checkpoints | of which SQLite | tool | other "
-        "| request |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| messages | turn | server | **overhead** | snapshots off | baseline: bare HTTP "
+        "| bare SDK | model client | checkpoints | of which SQLite | tool | other "
+        "| json.dumps | request |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in overhead:
         lines.append(
             f"| ~{r.target_messages} ({r.messages}) | {r.turn_ms:.1f} | {r.server_ms:.1f} "
-            f"| **{r.overhead_ms:.1f}** | {r.model_client_ms:.1f} | {r.sdk_ms:.1f} "
-            f"| {r.sdk_transform_ms:.1f} | {r.json_dumps_ms:.2f} | {r.checkpoint_ms:.1f} "
-            f"| {r.store_ms:.1f} "
-            f"| {r.tools_ms:.1f} | {r.other_ms:.1f} | {r.request_kb:.0f} KB |"
+            f"| **{r.overhead_ms:.1f}** | {r.overhead_off_ms:.1f} | {r.http_ms:.1f} "
+            f"| {r.sdk_ms:.1f} | {r.model_client_ms:.1f} | {r.checkpoint_ms:.1f} "
+            f"| {r.store_ms:.1f} | {r.tools_ms:.1f} | {r.other_ms:.1f} | {r.json_dumps_ms:.2f} "
+            f"| {r.request_kb:.0f} KB |"
         )
+    if overhead:
+        low, high = overhead[0], overhead[-1]
+        lines += ["", f"Overhead growth ~{low.target_messages} -> ~{high.target_messages} "
+                  f"messages: {high.overhead_ms / max(low.overhead_ms, 1e-9):.2f}x "
+                  f"(snapshots off: {high.overhead_off_ms / max(low.overhead_off_ms, 1e-9):.2f}x)"]
     if not runs:
         return "\n".join(lines)
     a, b = runs
@@ -803,11 +845,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_overhead:
             print("part 1: overhead per turn", file=sys.stderr)
             small = {"notes.txt": "Remember to run the tests.\nThe config lives in app.toml.\n"}
-            sc = prepare(work, "overhead", small, answer_chars=120,
+            on = prepare(work, "overhead", small, answer_chars=120,
                          max_context_tokens=cfg.off_budget)
-            scenarios.append(sc)
-            overhead = anyio.run(bench_overhead, cfg, sc.settings, sc.store, sc.server,
-                                 backend=args.backend)
+            off = prepare(work, "overhead-no-snapshots", small, answer_chars=120,
+                          max_context_tokens=cfg.off_budget, workspace_snapshots=False)
+            scenarios += [on, off]
+            overhead = anyio.run(bench_overhead, cfg, on, off, backend=args.backend)
         if not args.skip_long:
             modules = {f"src/module_{i}.py": module_text(i) for i in range(8)}
             for label, budget, threshold in (("compaction off", cfg.off_budget, 0.8),
@@ -823,7 +866,8 @@ def main(argv: list[str] | None = None) -> int:
             sc.server.close()
             sc.store.close()
         shutil.rmtree(work, ignore_errors=True)
-    facts = {**machine(), "backend": args.backend, "openai": openai.__version__}
+    facts = {**machine(), "backend": args.backend, "openai": openai.__version__,
+             "load_average": [round(x, 2) for x in os.getloadavg()]}
     elapsed = time.perf_counter() - started
     if args.json:
         print(json.dumps({
