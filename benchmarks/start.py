@@ -27,12 +27,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pexpect
 
@@ -55,25 +59,57 @@ def _env(tree: Path, memory: Path) -> dict[str, str]:
     return env
 
 
-def to_prompt(argv: list[str], env: dict[str, str], cwd: Path) -> float:
-    """Seconds from spawning ``argv`` in a pseudo-terminal until the prompt shows."""
+class Failed(Exception):
+    """A run that did not finish: what it waited for, and the end of what the screen showed."""
+
+
+_FLOOR = f"print({PROMPT!r})\ntry:\n    input()\nexcept EOFError:\n    pass"
+GREETING_END = "Ctrl-D to exit."  # a resume's replay holds "You:" lines before the prompt
+
+
+def _screen_tail(child: pexpect.spawn) -> str:
+    shown = child.before if isinstance(child.before, str) else ""
+    return " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown).split())[-160:]
+
+
+def to_prompt(argv: list[str], env: dict[str, str], cwd: Path,
+              greeting: str | None = GREETING_END) -> float:
+    """Seconds from spawning ``argv`` in a pseudo-terminal until the prompt shows (after the
+    ``greeting``'s last line); then Ctrl-D, and the process must end. :class:`Failed` if
+    either does not happen within its timeout."""
     start = time.perf_counter()
     child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(cwd), encoding="utf-8",
                           timeout=20, dimensions=(40, 160))
-    child.expect(PROMPT)
-    seconds = time.perf_counter() - start
-    child.sendcontrol("d")
-    child.expect(pexpect.EOF, timeout=120)  # a resumed session saves on the way out
-    child.close()
+    try:
+        waited = "the prompt"
+        if greeting is not None:
+            child.expect_exact(greeting)
+        child.expect_exact(PROMPT)
+        seconds = time.perf_counter() - start
+        waited = "the process to end after Ctrl-D"
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF, timeout=60)  # a resumed session saves on the way out
+    except (pexpect.TIMEOUT, pexpect.EOF) as exc:
+        what = "timed out" if isinstance(exc, pexpect.TIMEOUT) else "the process ended"
+        raise Failed(f"{what} waiting for {waited}; the screen showed: "
+                     f"...{_screen_tail(child)!r}") from None
+    finally:
+        child.close(force=True)
+    if child.exitstatus:
+        raise Failed(f"exit status {child.exitstatus}: ...{_screen_tail(child)!r}")
     return seconds
 
 
 def whole_process(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     start = time.perf_counter()
-    done = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True, timeout=60)
+    try:
+        done = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise Failed(f"{' '.join(argv[1:])}: timed out after 60 s") from None
     if done.returncode:
-        raise SystemExit(f"{argv} failed: {done.stderr.strip()}")
+        raise Failed(f"{' '.join(argv[1:])} failed ({done.returncode}): "
+                     f"{done.stderr.strip()[-300:]}")
     return time.perf_counter() - start
 
 
@@ -143,6 +179,19 @@ def main(argv: list[str] | None = None) -> int:
     samples: dict[str, dict[str, list[float]]] = {
         str(t): {"prompt": [], "list": [], "resume": [], "rss": []} for t in trees}
     floor: list[float] = []
+    failures: list[str] = []
+    names = ["this tree" if t == REPO else t.name for t in trees]
+    load_before = os.getloadavg()[0]
+
+    def take(run: int, label: str, figure: str, measure: Callable[[], Any]) -> Any:
+        """``measure()``, or None with a failure line (a run that timed out is a figure
+        missing, not a traceback)."""
+        try:
+            return measure()
+        except Failed as failure:
+            failures.append(f"run {run + 1}, {label}, {figure}: {failure}")
+            print(f"  FAILED: {failures[-1]}", file=sys.stderr)
+            return None
     with tempfile.TemporaryDirectory(prefix="start-bench-") as tmp, \
             ScriptedServer([Reply("hi")] * 1000) as server:
         work = Path(tmp)
@@ -165,47 +214,64 @@ def main(argv: list[str] | None = None) -> int:
         python = sys.executable
         for run in range(-1, args.runs):  # run -1 writes the bytecode caches; not counted
             print(f"run {run + 1} of {args.runs} (0: warm-up)", file=sys.stderr)
-            seconds = to_prompt([python, "-c", f"print({PROMPT!r}); input()"],
-                                dict(os.environ), work)
-            if run >= 0:
+
+            seconds = take(run, "python alone", "to the prompt", partial(
+                to_prompt, [python, "-c", _FLOOR], dict(os.environ), work, greeting=None))
+            if run >= 0 and seconds is not None:
                 floor.append(seconds)
             for tree in trees:
+                label = names[trees.index(tree)]
                 fresh = work / f"fresh-{run}-{trees.index(tree)}" / "memory"
                 fresh.mkdir(parents=True)
-                prompt = to_prompt([python, "-m", "repl", "--base-url", server.base_url],
-                                   _env(tree, fresh), work)
-                listing = whole_process([python, "-m", "repl", "--list-sessions"],
-                                        _env(tree, listed[tree]), work)
+                prompt = take(run, label, "REPL to the first prompt", partial(
+                    to_prompt, [python, "-m", "repl", "--base-url", server.base_url],
+                    _env(tree, fresh), work))
+                listing = take(run, label, "--list-sessions", partial(
+                    whole_process, [python, "-m", "repl", "--list-sessions"],
+                    _env(tree, listed[tree]), work))
                 if run >= 0:
-                    samples[str(tree)]["prompt"].append(prompt)
-                    samples[str(tree)]["list"].append(listing)
+                    if prompt is not None:
+                        samples[str(tree)]["prompt"].append(prompt)
+                    if listing is not None:
+                        samples[str(tree)]["list"].append(listing)
                 if tree in big and run in (-1, 0, 1, 2):  # a few: each rewrites the session
                     memory, sid = big[tree]
-                    seconds, rss = resumed(
+                    got = take(run, label, "--resume", partial(
+                        resumed,
                         [python, "-m", "repl", "--base-url", server.base_url, "--resume", sid],
-                        _env(tree, memory), project, work / "rss")
-                    if run >= 0:
-                        samples[str(tree)]["resume"].append(seconds)
-                        samples[str(tree)]["rss"].append(rss / 1000)
+                        _env(tree, memory), project, work / "rss"))
+                    if run >= 0 and got is not None:
+                        samples[str(tree)]["resume"].append(got[0])
+                        samples[str(tree)]["rss"].append(got[1] / 1000)
+    load_after = os.getloadavg()[0]
     med = {t: {k: (1 if k == "rss" else 1000) * statistics.median(v) for k, v in s.items() if v}
            for t, s in samples.items()}
-    names = ["this tree" if t == REPO else t.name for t in trees]
+
+    def cell(tree: Path, key: str, unit: str) -> str:
+        value = med[str(tree)].get(key)
+        return "failed" if value is None else f"{value:.0f} {unit}"
+
     print(f"| figure (median of {args.runs}) | {' | '.join(names)} | python alone |")
     print("|---|" + "---:|" * (len(trees) + 1))
-    print("| REPL to the first prompt | " + " | ".join(
-        f"{med[str(t)]['prompt']:.0f} ms" for t in trees)
-        + f" | {1000 * statistics.median(floor):.0f} ms |")
-    print(f"| --list-sessions, {SESSIONS:,} sessions (whole process) | " + " | ".join(
-        f"{med[str(t)]['list']:.0f} ms" for t in trees) + " | |")
+    alone = f"{1000 * statistics.median(floor):.0f} ms" if floor else "failed"
+    print("| REPL to the first prompt | " + " | ".join(cell(t, "prompt", "ms") for t in trees)
+          + f" | {alone} |")
+    print(f"| --list-sessions, {SESSIONS:,} sessions (whole process) | "
+          + " | ".join(cell(t, "list", "ms") for t in trees) + " | |")
     if args.resume_messages:
         print(f"| --resume of {args.resume_messages:,} messages: to the prompt (median of 3) | "
-              + " | ".join(f"{med[str(t)]['resume']:.0f} ms" for t in trees) + " | |")
+              + " | ".join(cell(t, "resume", "ms") for t in trees) + " | |")
         print(f"| --resume of {args.resume_messages:,} messages: peak RSS | "
-              + " | ".join(f"{med[str(t)]['rss']:.0f} MB" for t in trees) + " | |")
-    print(f"\nload average: {os.getloadavg()[0]:.1f} (2 cores)")
+              + " | ".join(cell(t, "rss", "MB") for t in trees) + " | |")
+    print(f"\nload average: {load_before:.1f} at the start, {load_after:.1f} at the end "
+          "(2 cores)")
+    for failure in failures:
+        print(f"FAILED: {failure}")
     if args.json:
-        print(json.dumps({"median_ms": med, "floor_ms": 1000 * statistics.median(floor)}))
-    return 0
+        print(json.dumps({"median_ms": med,
+                          "floor_ms": 1000 * statistics.median(floor) if floor else None,
+                          "failures": failures}))
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -105,7 +105,12 @@ def run_agent(args: argparse.Namespace, settings: Settings, store: Store) -> int
                     continue_latest=args.continue_, output_format=output_format),
             backend=_backend(),
         )
-    from repl.interactive.app import run_repl
+    from repl.interactive import cbreak
 
-    return run_repl(settings, store, resume=resume, continue_latest=args.continue_,
-                    first=args.initial)
+    # From here to the end keys typed while nothing reads the terminal (the REPL's imports,
+    # a resume's greeting) wait for the prompt, Ctrl-D included (repl/interactive/cbreak.py).
+    with cbreak.held(sys.stdin.fileno()):
+        from repl.interactive.app import run_repl
+
+        return run_repl(settings, store, resume=resume, continue_latest=args.continue_,
+                        first=args.initial)

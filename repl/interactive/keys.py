@@ -32,6 +32,8 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from repl.interactive import cbreak
+
 ESC_WAIT = 0.05  # seconds: an Esc followed by more within this is a key sequence
 _ESC = "\x1b"
 
@@ -56,23 +58,11 @@ class TurnKeys:
     # -- the terminal's mode --------------------------------------------------------------
 
     def _cbreak(self) -> None:
-        try:
-            saved: list[Any] = termios.tcgetattr(self._fd)
-        except termios.error:
-            return
-        mode: list[Any] = list(saved)
-        mode[3] &= ~(termios.ECHO | termios.ICANON)  # lflag; ISIG stays: Ctrl-C is SIGINT
-        cc = list(mode[6])
-        cc[termios.VMIN], cc[termios.VTIME] = 1, 0
-        mode[6] = cc
-        termios.tcsetattr(self._fd, termios.TCSANOW, mode)
-        self._saved = saved
+        self._saved = cbreak.enter(self._fd)
 
     def _restore(self) -> None:
-        if self._saved is not None:
-            with contextlib.suppress(termios.error):
-                termios.tcsetattr(self._fd, termios.TCSANOW, self._saved)
-            self._saved = None
+        cbreak.restore(self._fd, self._saved)
+        self._saved = None
 
     # -- reading --------------------------------------------------------------------------
 

@@ -1,0 +1,86 @@
+"""The REPL's start and exit in a pseudo-terminal: keys pressed before the first prompt reach
+it (Ctrl-D too: a resume of a big session exits at once), and the exit saves the session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+
+from actors.store import SessionStore
+from actors.testing.scripted_server import Reply, ScriptedServer
+from tests.test_sessions_repl import PROMPT, Screen, info_of
+
+pytestmark = pytest.mark.slow  # every test here starts the harness in a pty
+
+BIG = 10_000  # messages of the resumed session
+
+
+def big_session(memory_dir: Path, project: Path) -> tuple[str, int]:
+    """A session of about :data:`BIG` messages (questions, tool calls, answers): its id and
+    its number of messages."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
+    n = 0
+    while len(messages) < BIG:
+        call = {"id": f"c{n}", "type": "function",
+                "function": {"name": "read_file", "arguments": f'{{"path": "m{n}.py"}}'}}
+        messages += [
+            {"role": "user", "content": f"Question {n}: what does m{n}.py do?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{n}", "content": f"def f{n}(): pass\n" * 8},
+            {"role": "assistant", "content": f"Answer {n}: it defines f{n}."},
+        ]
+        n += 1
+    with SessionStore(memory_dir) as store:
+        return store.create_session(messages=messages, project_root=str(project)), len(messages)
+
+
+@pytest.fixture
+def started(memory_dir: Path, project: Path) -> Any:
+    opened: list[Screen] = []
+
+    def start(*args: str) -> Screen:
+        screen = Screen(memory_dir, project, *args)
+        screen.child.delaybeforesend = None  # a key is sent the moment it is asked for
+        opened.append(screen)
+        return screen
+
+    yield start
+    for screen in opened:
+        if screen.child.isalive():
+            screen.child.terminate(force=True)
+
+
+def test_ctrl_d_during_a_big_resumes_greeting_exits_and_saves(
+    started: Any, memory_dir: Path, project: Path
+) -> None:
+    sid, count = big_session(memory_dir, project)
+    with ScriptedServer([]) as server:
+        screen = started("--resume", sid, "--base-url", server.base_url)
+        screen.expect(r"Session:\s+" + sid)  # the greeting has begun; the prompt is not up
+        screen.child.sendcontrol("d")  # the terminal's cooked mode would have eaten it
+        screen.expect(f"Saved session {sid}.", timeout=30)
+        screen.expect(pexpect.EOF, timeout=30)
+        screen.child.close()
+        assert screen.child.exitstatus == 0
+    info = info_of(memory_dir, sid)
+    assert info.transcript_messages == count and info.status != "active"
+    assert not server.requests  # nothing was sent
+
+
+def test_text_typed_before_the_prompt_is_its_text(
+    started: Any, memory_dir: Path, project: Path
+) -> None:
+    with ScriptedServer([Reply("Done.")]) as server:
+        screen = started("--base-url", server.base_url)
+        screen.expect(r"Session:\s+\w+")
+        screen.send("fix the parser")  # typed while the greeting prints
+        screen.ready()
+        screen.expect("fix the parser")  # in the prompt, not lost, not echoed twice
+        screen.send("\r")
+        screen.expect("Done.")
+        screen.expect(PROMPT)
+        assert screen.exit() == 0
+        assert server.requests[0]["messages"][-1]["content"] == "fix the parser"
