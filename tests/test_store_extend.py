@@ -9,6 +9,7 @@ import pytest
 
 from actors.core.errors import ContextConflict, CorruptSession
 from actors.core.messages import encode
+from actors.core.stored import Row, StoredMessages
 from actors.store._extend import ContextCache, SavedContext, appended, extension
 
 
@@ -21,7 +22,7 @@ SYSTEM = msg("system", "s")
 
 def saved_of(*messages: dict[str, Any], rid: int = 1, version: int = 0) -> SavedContext:
     """A context as the store keeps it after writing ``messages`` (the caller's objects)."""
-    return SavedContext(rid, version, list(messages))
+    return SavedContext(rid, version, StoredMessages(messages))
 
 
 def test_appending_to_the_same_objects_writes_only_the_new_ones() -> None:
@@ -64,10 +65,23 @@ def test_equal_messages_that_are_other_objects_extend_and_replace_the_cached_one
 
 
 def test_messages_read_back_compare_by_their_canonical_json() -> None:
-    saved = SavedContext(1, 0, [dict(SYSTEM), msg("user", "a")])  # parsed: other objects
+    saved = SavedContext(1, 0, StoredMessages([dict(SYSTEM), msg("user", "a")]))  # other objects
     delta = extension(saved, [SYSTEM, msg("user", "a"), msg("user", "b")], "sid")
     assert len(delta.new_texts) == 1
     assert saved.starts_with([SYSTEM]) and not saved.starts_with([msg("user", "a")])
+
+
+def test_rows_not_parsed_yet_compare_by_their_stored_text_unparsed() -> None:
+    def parse(text: str, position: int) -> dict[str, Any]:
+        raise AssertionError("parsed")
+
+    rows = StoredMessages([Row(encode(SYSTEM), "", 1), Row(encode(msg("user", "a")), "", 1)],
+                          parse)
+    saved = SavedContext(1, 0, rows)
+    delta = extension(saved, [dict(SYSTEM), msg("user", "a"), msg("user", "b")], "sid")
+    assert delta.new_plain == [msg("user", "b")] and rows.parsed() == 0
+    with pytest.raises(ContextConflict, match="at message 1"):
+        extension(saved, [SYSTEM, msg("user", "b")], "sid")
 
 
 def test_a_changed_message_is_refused_naming_it() -> None:
@@ -108,9 +122,11 @@ class Reads:
         self.texts: list[dict[str, Any] | None] = list(messages)
         self.count = 0
 
-    def __call__(self) -> list[dict[str, Any] | None]:
+    def __call__(self) -> StoredMessages | None:
         self.count += 1
-        return [None if m is None else dict(m) for m in self.texts]
+        if any(m is None for m in self.texts):
+            return None
+        return StoredMessages([dict(m) for m in self.texts if m is not None])
 
 
 def test_the_cache_reads_a_context_back_once_while_the_row_matches() -> None:

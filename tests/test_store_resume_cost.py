@@ -1,6 +1,7 @@
-"""What a resume costs, counted (not timed): each stored message is parsed once by
-load_session + recover, and the first checkpoint after any load writes and parses what any
-checkpoint does (actors/store/_store.py, actors/store/_extend.py)."""
+"""What a resume costs, counted (not timed): a resume (recover, load_context) parses no
+message, load_session parses each once, and the first checkpoint after any load writes and
+parses what any checkpoint does (actors/store/_store.py, actors/store/_extend.py,
+actors/core/stored.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from typing import Any
 
 import pytest
 
+from actors.core.budget import estimate_messages
+from actors.core.errors import CorruptSession
+from actors.core.messages import INTERRUPTED_NOTICE, pairing_problems
 from actors.store import SqliteStore
 
 SYSTEM = {"role": "system", "content": "sys"}
@@ -71,8 +75,10 @@ def _a_warm_checkpoint_writes(memory: Path, sid: str, messages: list[dict[str, A
 
 
 @pytest.mark.parametrize("load", ["load_session", "load_context", "recover"])
+@pytest.mark.parametrize("how", ["append", "checkpoint"])
 def test_the_first_checkpoint_after_a_load_costs_what_any_checkpoint_costs(
-    saved: tuple[Path, str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch, load: str
+    saved: tuple[Path, str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch, load: str,
+    how: str,
 ) -> None:
     memory, sid, messages = saved
     warm = _a_warm_checkpoint_writes(memory, sid, messages)
@@ -84,16 +90,92 @@ def test_the_first_checkpoint_after_a_load_costs_what_any_checkpoint_costs(
             context = store.load_context(sid)
         else:
             context = store.recover(sid)
-        # each stored message parsed once (and the state, for the record's metadata)
-        assert parses.count == len(context) + (load == "load_session")
+        # the whole record parses each stored message once (and the state, for its
+        # metadata); a resume parses nothing
+        assert parses.count == (len(context) + 1 if load == "load_session" else 0)
+        whole = [*context, *turn(902)]  # the caller reads every message (parsed, if lazy)
         parses.count = 0
         with store.lease(sid):  # as the supervisor holds it (taking it writes a pid record)
             encodes = Calls(monkeypatch, "dumps")
-            written = _written(store, lambda: store.checkpoint(sid, [*context, *turn(902)]))
+            if how == "append":
+                written = _written(store, lambda: store.append(sid, turn(902),
+                                                               at=len(context)))
+            else:
+                written = _written(store, lambda: store.checkpoint(sid, whole))
         assert parses.count == 0  # nothing read back
         assert encodes.count == 4  # the new messages only: nothing saved is compared
         assert written == warm  # four messages: transcript, context, index marks, session
         assert written == 4 * 3 + 1
+        assert store.load_context(sid) == whole
+
+
+def test_a_resume_parses_nothing_and_reads_each_row_once(
+    saved: tuple[Path, str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory, sid, messages = saved
+    with SqliteStore(memory) as store, store.lease(sid):
+        parses = Parses(monkeypatch)
+        context = store.recover(sid)
+        again = store.recover(sid)  # cached: nothing read
+        assert parses.count == 0 and context.parsed() == 0
+        assert context.estimate_tokens() == estimate_messages(messages)
+        assert context[7] is again[7]  # one parse, shared by every copy
+        assert parses.count == 1
+        assert list(context) == messages and parses.count == len(messages)
+
+
+def test_calls_left_open_are_answered_on_resume_without_parsing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = tmp_path / "memory"
+    open_call = turn(7)[:2]
+    with SqliteStore(memory) as store:
+        sid = store.create_session(messages=[SYSTEM, *turn(1), *open_call])
+    with SqliteStore(memory) as store, store.lease(sid):
+        parses = Parses(monkeypatch)
+        context = store.recover(sid)
+        assert parses.count == 0
+        assert context[-1]["tool_call_id"] == "c7" and len(context) == 8
+        assert parses.count == 0  # the notice is the store's own dict
+    with SqliteStore(memory) as store:
+        assert list(store.load_context(sid)) == list(context)
+        assert pairing_problems(store.load_context(sid)) == []
+
+
+def test_rows_saved_without_their_facts_are_parsed_and_still_checked(
+    tmp_path: Path
+) -> None:
+    """Rows written before the facts were kept (NULL) are read as the messages they hold."""
+    memory = tmp_path / "memory"
+    orphan = {"role": "tool", "tool_call_id": "nobody", "content": "stray"}
+    with SqliteStore(memory) as store:
+        sid = store.create_session(messages=[SYSTEM, *turn(1), orphan, *turn(2)[:2]])
+        with store.db.lock:
+            store._conn.execute("UPDATE transcript SET shape = NULL, tokens = NULL")
+    with SqliteStore(memory) as store, store.lease(sid):
+        context = store.recover(sid)
+        assert orphan not in list(context)
+        assert context[-1] == {"role": "tool", "tool_call_id": "c2",
+                               "content": INTERRUPTED_NOTICE}
+        assert pairing_problems(context) == []
+    with SqliteStore(memory) as store:
+        assert list(store.load_context(sid)) == list(context)
+        assert store.load_context(sid).estimate_tokens() == estimate_messages(list(context))
+
+
+def test_a_damaged_row_of_a_lazy_context_is_reported_when_read(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    with SqliteStore(memory) as store:
+        sid = store.create_session(messages=[SYSTEM, *turn(1)])
+        with store.db.lock:
+            store._conn.execute("UPDATE transcript SET body = '{\"role\": \"us' WHERE seq = 2")
+    with SqliteStore(memory) as store, store.lease(sid):
+        context = store.recover(sid)  # the facts are whole: the resume itself succeeds
+        assert context[1] == turn(1)[0]
+        with pytest.raises(CorruptSession, match="context message 2 is not valid JSON"):
+            context[2]
+        with pytest.raises(CorruptSession):
+            store.load_session(sid)  # the whole record: never half-loaded
 
 
 def test_load_session_and_recover_parse_each_message_once(

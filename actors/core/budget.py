@@ -33,6 +33,9 @@ def estimate_message(message: Message) -> int:
 
 
 def estimate_messages(messages: Sequence[Message]) -> int:
+    saved = getattr(messages, "estimate_tokens", None)  # stored messages (actors.core.stored)
+    if saved is not None:  # know their estimates without being parsed
+        return int(saved())
     return sum(estimate_message(m) for m in messages)
 
 

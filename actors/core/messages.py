@@ -9,7 +9,7 @@ no I/O, no clock, so the store, the supervisor and the tests share one definitio
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +80,86 @@ def tool_result(call_id: str, content: str) -> Message:
     return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
+Facts = tuple[bool, Any, tuple[str, ...]]
+"""What the pairing rule reads of a message: whether it is a tool result, the call it
+answers (its ``tool_call_id``, any value), and the ids of the tool calls it makes."""
+
+
+def facts_of(message: Mapping[str, Any]) -> Facts:
+    """The :data:`Facts` of a message."""
+    if message.get("role") == "tool":
+        return True, message.get("tool_call_id"), ()
+    return False, None, tuple(dict.fromkeys(call_ids_of(message)))
+
+
+def shape_of(message: Mapping[str, Any]) -> str | None:
+    """The :data:`Facts` of a message as a short text stored beside it, so that a resume
+    checks the pairing rule without parsing the message (:func:`facts_of_shape`): ``""``
+    for a message that neither answers nor makes a call, ``"t" + id`` for a tool result,
+    ``"a" + ids`` (one per line) for an assistant message with calls; None when the facts
+    do not fit that form (then the message itself is read)."""
+    is_tool, answers, calls = facts_of(message)
+    if is_tool:
+        return "t" + answers if isinstance(answers, str) else None
+    if not calls:
+        return ""
+    if any("\n" in c for c in calls):
+        return None
+    return "a" + "\n".join(calls)
+
+
+def facts_of_shape(shape: str) -> Facts:
+    """The :data:`Facts` a :func:`shape_of` text stands for."""
+    if not shape:
+        return False, None, ()
+    if shape[0] == "t":
+        return True, shape[1:], ()
+    return False, None, tuple(shape[1:].split("\n"))
+
+
+@dataclass(frozen=True)
+class RepairPlan:
+    """What makes a context valid (:func:`repair_plan`): the results to add, as ``(position,
+    call id)`` with the position the result goes before (in the original numbering, in
+    order), and the positions of the results to drop."""
+
+    inserts: tuple[tuple[int, str], ...] = ()
+    drops: tuple[int, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.inserts or self.drops)
+
+    def appends_only(self, length: int) -> bool:
+        """True when the plan only adds results after the last of ``length`` messages."""
+        return not self.drops and all(pos == length for pos, _ in self.inserts)
+
+
+def repair_plan(facts: Iterable[Facts]) -> RepairPlan:
+    """The pairing rule, on the :data:`Facts` of a context's messages, in order: every tool
+    call lacking a result gets one at the end of its result block, in call order; a tool
+    result answering no open call (an orphan or a duplicate) is dropped."""
+    inserts: list[tuple[int, str]] = []
+    drops: list[int] = []
+    open_calls: tuple[str, ...] = ()  # calls of the latest assistant message
+    answered: set[str] = set()
+    length = 0
+    for position, (is_tool, answers, calls) in enumerate(facts):
+        length = position + 1
+        if is_tool:
+            if answers in open_calls and answers not in answered:
+                answered.add(answers)
+            else:
+                drops.append(position)
+            continue
+        if len(answered) < len(open_calls):  # answered holds open calls only
+            inserts += [(position, c) for c in open_calls if c not in answered]
+        answered.clear()
+        open_calls = calls
+    if len(answered) < len(open_calls):
+        inserts += [(length, c) for c in open_calls if c not in answered]
+    return RepairPlan(tuple(inserts), tuple(drops))
+
+
 @dataclass
 class Repair:
     """What :func:`repair` did: the valid context, the results it added, what it dropped."""
@@ -97,6 +177,33 @@ class Repair:
         return not self.dropped and self.messages[: len(original)] == list(original)
 
 
+def apply_plan(
+    messages: Sequence[Message],
+    plan: RepairPlan,
+    notice: Callable[[str], str],
+) -> Repair:
+    """``messages`` with ``plan`` carried out (results ``tool_result(id, notice(id))``)."""
+    if not plan:
+        return Repair(list(messages))
+    out: list[Message] = []
+    added: list[Message] = []
+    dropped = [messages[p] for p in plan.drops]
+    drops = set(plan.drops)
+    inserts = list(plan.inserts)
+    at = 0
+    for position, message in enumerate(messages):
+        while at < len(inserts) and inserts[at][0] == position:
+            added.append(tool_result(inserts[at][1], notice(inserts[at][1])))
+            out.append(added[-1])
+            at += 1
+        if position not in drops:
+            out.append(message)
+    for _, call_id in inserts[at:]:
+        added.append(tool_result(call_id, notice(call_id)))
+        out.append(added[-1])
+    return Repair(out, added, dropped)
+
+
 def repair(
     messages: Sequence[Message],
     notice: Callable[[str], str] = lambda _call_id: INTERRUPTED_NOTICE,
@@ -107,35 +214,7 @@ def repair(
     of its result block, in call order; tool messages answering no open call (orphans and
     duplicates) are dropped. Idempotent: repairing a valid context changes nothing.
     """
-    out: list[Message] = []
-    added: list[Message] = []
-    dropped: list[Message] = []
-    open_calls: list[str] = []  # calls of the latest assistant message still unanswered
-    answered: set[str] = set()
-
-    def close_block() -> None:
-        for call_id in open_calls:
-            if call_id not in answered:
-                notice_message = tool_result(call_id, notice(call_id))
-                out.append(notice_message)
-                added.append(notice_message)
-        open_calls.clear()
-        answered.clear()
-
-    for message in messages:
-        if message.get("role") == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id in open_calls and call_id not in answered:
-                answered.add(call_id)
-                out.append(message)
-            else:
-                dropped.append(message)
-            continue
-        close_block()
-        out.append(message)
-        open_calls.extend(dict.fromkeys(call_ids_of(message)))
-    close_block()
-    return Repair(out, added, dropped)
+    return apply_plan(messages, repair_plan(map(facts_of, messages)), notice)
 
 
 def pairing_problems(messages: Sequence[Message]) -> list[str]:

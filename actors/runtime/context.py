@@ -16,6 +16,7 @@ leaves the context unchanged.
 
 from __future__ import annotations
 
+from collections.abc import MutableSequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,7 +40,8 @@ class ContextSnapshot:
 
 @dataclass
 class WorkingContext:
-    messages: list[Message] = field(default_factory=list)
+    # A list, or after a resume the stored messages (parsed only where read: actors.core.stored)
+    messages: MutableSequence[Message] = field(default_factory=list)
     planning: Planning = field(default_factory=Planning)
     usage: UsageTotals = field(default_factory=UsageTotals)
     tool_calls: int = 0
@@ -51,7 +53,7 @@ class WorkingContext:
 
     @classmethod
     def restored(
-        cls, messages: list[Message], state: dict[str, Any], *, overhead: int
+        cls, messages: MutableSequence[Message], state: dict[str, Any], *, overhead: int
     ) -> WorkingContext:
         """The context of a resumed session: its messages and the state saved with them.
 
@@ -80,7 +82,7 @@ class WorkingContext:
     def unsaved(self) -> tuple[int, list[Message]]:
         """How many messages the store holds, and those it does not hold yet (what the
         next checkpoint appends: it costs what was added, not the context's length)."""
-        return self.saved_len, self.messages[self.saved_len :]
+        return self.saved_len, list(self.messages[self.saved_len :])
 
     def tokens(self) -> int:
         """Estimated size of the next request: the messages plus what every request carries."""
@@ -119,13 +121,13 @@ class WorkingContext:
         """The store now holds ``stored`` (:meth:`compacted_by`): the context becomes it plus
         the messages not saved yet, read now, because they may have grown while the store was
         being written (the caller holds the lock that keeps ``saved_len`` still)."""
-        self.messages = stored + self.messages[self.saved_len :]
+        self.messages = [*stored, *self.messages[self.saved_len :]]
         self.saved_len = len(stored)
         self.estimator.reset()
 
     # -- rewind -------------------------------------------------------------------------------
 
-    def rewound(self, messages: list[Message]) -> None:
+    def rewound(self, messages: MutableSequence[Message]) -> None:
         """The store moved the context back to ``messages`` (a rewind, after a checkpoint:
         nothing was unsaved); the reported size no longer describes it."""
         self.messages = messages

@@ -10,6 +10,7 @@ recovery from the write-ahead records: "outcome unknown" for a call recorded as 
 
 from __future__ import annotations
 
+from collections.abc import MutableSequence
 from typing import Any
 
 from actors.core.errors import HarnessError
@@ -44,7 +45,8 @@ async def settle_batch(
         await writer.append(new, at=at, state=context.state())
         context.saved_len = at + len(new)
         if open_calls_at_end(context.messages):
-            recovered: list[Message] = await writer.call(lambda s, sid: s.recover(sid))
+            recovered: MutableSequence[Message] = await writer.call(
+                lambda s, sid: s.recover(sid))
             context.messages, context.saved_len = recovered, len(recovered)
     except HarnessError as exc:
         for call_id in open_calls_at_end(context.messages):  # whether they ran is unknown

@@ -7,8 +7,9 @@ the context (``replace_context``). A checkpoint that breaks the rule is refused 
 
 **The cache.** Checking the rule naively would read and compare every saved message on every
 checkpoint. Instead each store instance keeps, per session, the saved context as it last read
-or wrote it (:class:`SavedContext`): the message objects themselves (the caller's, or those a
-load parsed and handed out), not their JSON. The caller passes the same objects again (the
+or wrote it (:class:`SavedContext`): the message objects themselves (the caller's), or the
+rows as read back (:class:`~actors.core.stored.StoredMessages`, parsed only where someone
+reads them, and then as the very dicts handed out). The caller passes the same objects again (the
 supervisor appends to its list), so the check is one pointer comparison per message, and only
 a message that is a different object is compared by value (its canonical JSON). An entry is
 used only while it matches the session row's ``(rid, context_version, context_len)``: the
@@ -32,33 +33,34 @@ transactions, which hold the database's lock.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from actors.core.errors import ContextConflict, CorruptSession
 from actors.core.messages import Message, encode, to_plain
+from actors.core.stored import StoredMessages
 
 
-def _same(given: Any, kept: Any) -> bool:
-    """Whether two messages are equal as stored (their canonical JSON)."""
-    return given is kept or encode(to_plain(given)) == encode(to_plain(kept))
+def _same(given: Any, kept: StoredMessages, position: int) -> bool:
+    """Whether ``given`` equals the saved message at ``position`` as stored (its canonical
+    JSON; a saved row not parsed yet is compared as its stored text, unparsed)."""
+    return kept.is_message(position, given) or encode(to_plain(given)) == kept.text(position)
 
 
 @dataclass
 class SavedContext:
     """The saved working context of one session as this store instance last saw it: the
-    message objects, in order (the caller's own, or those parsed when it was read back)."""
+    messages in order (the caller's own objects, or stored rows parsed only when read)."""
 
     rid: int
     version: int
-    objs: list[Any]
+    objs: StoredMessages
 
     def starts_with(self, messages: Sequence[Any]) -> bool:
         """Whether the saved context starts with ``messages`` (equal as stored)."""
         return len(messages) <= len(self.objs) and all(
-            map(_same, messages, self.objs[: len(messages)])
+            _same(m, self.objs, i) for i, m in enumerate(messages)
         )
 
 
@@ -88,19 +90,19 @@ class ContextCache:
         rid: int,
         version: int,
         length: int,
-        read: Callable[[], Sequence[Any]],
+        read: Callable[[], StoredMessages | None],
     ) -> SavedContext:
         """The saved context of the row ``(rid, version, length)``: the cached one when it
-        is that row's, else ``read()`` (the stored messages in order, parsed; None for a row
-        pointing nowhere) once.
+        is that row's, else ``read()`` once (the stored messages in order; None when a row
+        points nowhere).
 
         Raises :class:`CorruptSession` when what was read does not match the row.
         """
         saved = self.cached(session_id, rid=rid, version=version, length=length)
         if saved is not None:
             return saved
-        objs = list(read())
-        if len(objs) != length or any(obj is None for obj in objs):
+        objs = read()
+        if objs is None or len(objs) != length:
             raise CorruptSession(session_id, "the working context refers to missing messages")
         saved = self._saved[session_id] = SavedContext(rid, version, objs)
         return saved
@@ -152,17 +154,19 @@ def extension(saved: SavedContext, incoming: list[Any], session_id: str) -> Exte
     cannot be persisted. Costs a pointer comparison per saved message, plus a value
     comparison for each one that is not the cached object.
     """
-    n = len(saved.objs)
+    kept = saved.objs
+    n = len(kept)
     if len(incoming) < n:
         raise ContextConflict(
             f"Context changed unexpectedly for session '{session_id}' ({len(incoming)} "
             f"messages given, {n} saved); only compaction may replace it."
         )
     prefix: list[Any] | None = None
-    if not all(map(operator.is_, incoming, saved.objs)):  # stops at the saved length
+    is_message = kept.is_message
+    if not all(map(is_message, range(n), incoming)):
         prefix = incoming[:n]
-        for i, (given, kept) in enumerate(zip(prefix, saved.objs, strict=True)):
-            if not _same(given, kept):
+        for i, given in enumerate(prefix):
+            if not _same(given, kept, i):
                 raise ContextConflict(
                     f"Context changed unexpectedly for session '{session_id}' at message "
                     f"{i}; use compaction to replace it."

@@ -249,7 +249,7 @@ def importable(messages: list[Any]) -> list[Any]:
     return [m for m in unique_call_ids(messages) if is_valid_message(m)]
 
 
-def call_id_problems(context: list[Any]) -> list[str]:
+def call_id_problems(context: Sequence[Any]) -> list[str]:
     """Why the endpoint would refuse this context's tool calls: ids that are not strings,
     an id used twice in one message, a call without its result, a result without its call."""
     problems = []
@@ -275,7 +275,7 @@ def call_id_problems(context: list[Any]) -> list[str]:
     return problems + pairing_problems(context)
 
 
-def only_open_at_crash(context: list[Any]) -> bool:
+def only_open_at_crash(context: Sequence[Any]) -> bool:
     """Whether the only problems of ``context`` are calls left open at its end by a crash
     (what recovery answers on resume)."""
     problems = call_id_problems(context)

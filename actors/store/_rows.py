@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from actors.core.budget import estimate_message
 from actors.core.errors import CorruptSession, SessionNotFound
-from actors.core.messages import Message
+from actors.core.messages import Message, shape_of
 from actors.store import _write_ahead
 from actors.store._parts import Conn
 
@@ -102,6 +103,19 @@ def dump_state(state: dict[str, Any]) -> str:
     return json.dumps(state, ensure_ascii=False, sort_keys=True)
 
 
+def context_rows(conn: Conn, rid: int) -> list[tuple[str | None, str | None, int | None]]:
+    """The stored context of session ``rid`` in order: each message's JSON (None where a row
+    points nowhere), and the pairing facts and token estimate saved with its transcript row
+    (None for a message the context alone holds, or one saved before they were kept)."""
+    return conn.execute(
+        "SELECT coalesce(c.body, t.body), CASE WHEN c.body IS NULL THEN t.shape END,"
+        " CASE WHEN c.body IS NULL THEN t.tokens END FROM context c "
+        "LEFT JOIN transcript t ON t.mid = c.mid "
+        "WHERE c.session_rid = ? ORDER BY c.pos",
+        (rid,),
+    ).fetchall()
+
+
 def context_texts(conn: Conn, rid: int) -> list[str | None]:
     """The stored context of session ``rid`` in order (None where a row points nowhere)."""
     return [
@@ -148,9 +162,11 @@ def insert_messages(
     if not plain:
         return []
     conn.executemany(
-        "INSERT INTO transcript (session_rid, seq, body, parent_seq) VALUES (?, ?, ?, ?)",
-        [(rid, first_seq + i, text, follows if i == 0 else None)
-         for i, text in enumerate(texts)],
+        "INSERT INTO transcript (session_rid, seq, body, parent_seq, shape, tokens)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        [(rid, first_seq + i, text, follows if i == 0 else None, shape_of(m),
+          estimate_message(m))
+         for i, (m, text) in enumerate(zip(plain, texts, strict=True))],
     )
     mids = [
         mid

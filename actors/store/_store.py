@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +39,19 @@ from actors.core.errors import (
     UsageError,
 )
 from actors.core.ids import check_session_id, new_session_id
-from actors.core.messages import Message, call_ids_of, encode, repair, text_of, to_plain
+from actors.core.messages import (
+    Message,
+    apply_plan,
+    call_ids_of,
+    encode,
+    repair,
+    repair_plan,
+    text_of,
+    to_plain,
+    tool_result,
+)
 from actors.core.previews import latest_user_text, one_line, own_user_text
+from actors.core.stored import Row, StoredMessages
 from actors.core.titles import SOURCES, provisional_title
 from actors.store import _branches, _portability, _rows, _search, _survivors, _write_ahead
 from actors.store._extend import ContextCache, Extension, SavedContext, appended, extension
@@ -108,6 +119,13 @@ class _StoppedOnAsk(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._groups)
+
+
+def _repaired(messages: StoredMessages, notice: Callable[[str], str]) -> StoredMessages:
+    """``messages`` made valid (:func:`~actors.core.messages.repair`), checked on the facts
+    saved with them: parsed only when something is to be repaired."""
+    plan = repair_plan(messages.facts())
+    return StoredMessages(apply_plan(messages, plan, notice).messages) if plan else messages
 
 
 def _check_status(status: str) -> None:
@@ -193,17 +211,32 @@ class Store:
     # -- the saved context ----------------------------------------------------------------
 
     def _saved(self, conn: Conn, row: SessionRow) -> SavedContext:
-        def read() -> list[Any]:
-            loads = _rows.json_loader(row.id, self.db.damage_hint)
-            return [
-                None if text is None else loads(text, f"context message {pos}")
-                for pos, text in enumerate(_rows.context_texts(conn, row.rid))
-            ]
+        def read() -> StoredMessages | None:
+            rows = []
+            for text, shape, tokens in _rows.context_rows(conn, row.rid):
+                if text is None:
+                    return None
+                rows.append(Row(text, shape, tokens))
+            return StoredMessages(rows, self._parser(row.id))
 
         return self._contexts.current(
             row.id, rid=row.rid, version=row.context_version, length=row.context_len,
             read=read,
         )
+
+    def _parser(self, session_id: str) -> Callable[[str, int], Message]:
+        """How the context of ``session_id`` read back is parsed, message by message, when
+        read (:class:`StoredMessages`): damage is :class:`CorruptSession`, as on a load."""
+        loads = _rows.json_loader(session_id, self.db.damage_hint)
+
+        def parse(text: str, position: int) -> Message:
+            message = loads(text, f"context message {position}")
+            if not isinstance(message, dict):
+                raise CorruptSession(session_id, f"context message {position} is not an "
+                                     f"object; {self.db.damage_hint}")
+            return message
+
+        return parse
 
     def _append(
         self,
@@ -434,7 +467,9 @@ class Store:
                 " context_version = context_version + 1, updated_at = ? WHERE rid = ?",
                 (len(texts), row.transcript_len + len(added), timestamp(), rid),
             )
-        self._contexts.replaced(session_id, SavedContext(rid, row.context_version + 1, incoming))
+        self._contexts.replaced(
+            session_id, SavedContext(rid, row.context_version + 1, StoredMessages(incoming))
+        )
         self._index_now()
 
     # -- reading --------------------------------------------------------------------------
@@ -444,9 +479,11 @@ class Store:
 
         Tool calls still open in the saved context are shown answered with the recovery
         notice (nothing is written: :meth:`recover` persists the repair, under the lease).
-        Each message is parsed once: ``messages`` and ``transcript`` share the dicts of the
-        messages they have in common, and the saved context is cached as those very objects,
-        so a checkpoint extending ``messages`` compares nothing (treat them as immutable).
+        Every message is read and parsed, once (a damaged one is :class:`CorruptSession`
+        here, never later): ``messages`` and ``transcript`` share the dicts of the messages
+        they have in common, and the saved context is cached as those very objects, so a
+        checkpoint extending ``messages`` compares nothing (treat them as immutable). A
+        resume reads less: :meth:`recover` and :meth:`load_context` parse nothing.
         """
         check_session_id(session_id)
         loads = _rows.json_loader(session_id, self.db.damage_hint)
@@ -478,24 +515,30 @@ class Store:
         )
         return {key: record[key] for key in RECORD_FIELDS}
 
-    def load_context(self, session_id: str, *, repaired: bool = True) -> list[Message]:
+    def load_context(self, session_id: str, *, repaired: bool = True) -> StoredMessages:
         """Only the working context, repaired as in :meth:`load_session` (``repaired=False``:
-        exactly as saved, for ``--doctor``)."""
+        exactly as saved, for ``--doctor``).
+
+        Nothing is parsed here: the messages are parsed one by one when read (a damaged one
+        is :class:`CorruptSession` then), and the pairing rule is checked on the facts saved
+        with each message. Cached: a second load reads nothing."""
         check_session_id(session_id)
         with self.db.read(session_id) as conn:
             row = _rows.session_row(conn, session_id)
-            messages = list(self._saved(conn, row).objs)  # read and parsed once, or cached
-            phases = _write_ahead.phases(conn, row.rid)
+            messages = self._saved(conn, row).objs.copy()
+            phases = _write_ahead.phases(conn, row.rid) if repaired else {}
         if not repaired:
             return messages
-        return repair(messages, _write_ahead.notice_for(phases)).messages
+        return _repaired(messages, _write_ahead.notice_for(phases))
 
     def _prime(self, row: SessionRow, context: list[Any]) -> list[Message]:
         """Cache ``context``, just read from ``row``'s snapshot, as its saved context (the
         caller holds the transaction); the context."""
         if len(context) != row.context_len or any(m is None for m in context):
             raise CorruptSession(row.id, "the working context refers to missing messages")
-        self._contexts.replaced(row.id, SavedContext(row.rid, row.context_version, context))
+        self._contexts.replaced(
+            row.id, SavedContext(row.rid, row.context_version, StoredMessages(context))
+        )
         return context
 
     def info(self, session_id: str) -> SessionInfo:
@@ -764,13 +807,15 @@ class Store:
             info = self.info(session_id)
             if info.summary.strip():
                 return
-            excerpts = [
-                f"{message['role']}: {text_of(message)}"
-                for message in self.load_context(session_id)
-                if message.get("role") in {"user", "assistant"} and message.get("content")
-                and (message["role"] == "assistant" or own_user_text(message) is not None)
-            ]
-            summary = "\n".join(excerpts[-FALLBACK_SUMMARY_EXCERPTS:])[:FALLBACK_SUMMARY_CHARS]
+            excerpts = []  # the latest first, read from the end: the rest is never parsed
+            for message in reversed(self.load_context(session_id)):
+                if message.get("role") in {"user", "assistant"} and message.get("content") and (
+                    message["role"] == "assistant" or own_user_text(message) is not None
+                ):
+                    excerpts.append(f"{message['role']}: {text_of(message)}")
+                    if len(excerpts) == FALLBACK_SUMMARY_EXCERPTS:
+                        break
+            summary = "\n".join(reversed(excerpts))[:FALLBACK_SUMMARY_CHARS]
             self.update(session_id, summary=summary or "Session ended without messages.",
                         preview=info.preview)
 
@@ -816,7 +861,7 @@ class Store:
 
     # -- recovery -------------------------------------------------------------------------
 
-    def recover(self, session_id: str) -> list[Message]:
+    def recover(self, session_id: str) -> StoredMessages:
         """Give every unanswered tool call a result and drop results answering no call.
 
         A call recorded as started (or not recorded at all) is answered "Execution
@@ -831,19 +876,21 @@ class Store:
             check_session_id(session_id)
             with self.db.read(session_id) as conn:
                 row = _rows.session_row(conn, session_id)
-                saved = self._saved(conn, row)
+                saved = self._saved(conn, row).objs.copy()
+                plan = repair_plan(saved.facts())  # the saved facts: nothing is parsed
+                if not plan:
+                    return saved
                 phases = _write_ahead.phases(conn, row.rid)
                 groups = _write_ahead.process_groups(conn, row.rid)
-                objs = list(saved.objs)
-            survivors = _StoppedOnAsk(groups)  # only open calls are asked about
-            fixed = repair(objs, _write_ahead.notice_for(phases, survivors))
-            if not fixed.changed:
-                return objs
-            if fixed.appends_only(objs):
-                self.checkpoint(session_id, fixed.messages)
-            else:
-                self.replace_context(session_id, fixed.messages, new_in_transcript=fixed.added)
-            return fixed.messages
+            notice = _write_ahead.notice_for(phases, _StoppedOnAsk(groups))
+            if plan.appends_only(len(saved)):  # calls left open at the end: nothing parsed
+                added = [tool_result(call_id, notice(call_id)) for _, call_id in plan.inserts]
+                self.append(session_id, added, at=len(saved))
+                saved.extend(added)
+                return saved
+            fixed = apply_plan(saved, plan, notice)
+            self.replace_context(session_id, fixed.messages, new_in_transcript=fixed.added)
+            return StoredMessages(fixed.messages)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -894,8 +941,9 @@ class Store:
         )
         new = _rows.session_row(conn, new_id).rid
         conn.execute(
-            "INSERT INTO transcript (session_rid, seq, body, parent_seq) "
-            "SELECT ?, seq, body, parent_seq FROM transcript WHERE session_rid = ? AND seq <= ?"
+            "INSERT INTO transcript (session_rid, seq, body, parent_seq, shape, tokens) "
+            "SELECT ?, seq, body, parent_seq, shape, tokens FROM transcript"
+            " WHERE session_rid = ? AND seq <= ?"
             " ORDER BY seq",
             (new, row.rid, cut.end_seq),
         )
@@ -999,7 +1047,7 @@ class Store:
                      row.rid),
                 )
         self._contexts.replaced(
-            session_id, SavedContext(row.rid, row.context_version + 1, list(messages))
+            session_id, SavedContext(row.rid, row.context_version + 1, StoredMessages(messages))
         )
         return Rewound(messages, fork_id, before)
 

@@ -30,7 +30,7 @@ import psycopg
 
 from actors.core.errors import StorageError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -135,6 +135,11 @@ _MIGRATIONS: dict[int, list[str]] = {
     # Messages not yet in the search index (see the SQLite schema, version 5).
     4: [
         "CREATE TABLE IF NOT EXISTS index_pending (mid BIGINT PRIMARY KEY)",
+    ],
+    # Each message's pairing facts and token estimate (see the SQLite schema, version 6).
+    5: [
+        "ALTER TABLE transcript ADD COLUMN IF NOT EXISTS shape TEXT",
+        "ALTER TABLE transcript ADD COLUMN IF NOT EXISTS tokens BIGINT",
     ],
 }
 

@@ -5,7 +5,9 @@ Tables (one database file, ``<memory-dir>/sessions.sqlite3``):
 ``sessions``      one row per session: metadata, planning/usage ``state`` (JSON), and the
                   counters ``context_len``/``transcript_len``/``context_version`` that let a
                   checkpoint append without reading what is already stored.
-``transcript``    every message ever persisted, one row each, append-only (``seq`` = order).
+``transcript``    every message ever persisted, one row each, append-only (``seq`` = order),
+                  with its pairing facts (``shape``) and token estimate, read by a resume
+                  instead of the message itself.
 ``context``       the working context: one row per position, pointing at a transcript row
                   (``mid``) or, for messages that exist only in the context (a compaction
                   summary), holding the message itself (``body``).
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 MIGRATION_LISTINGS = """
     ALTER TABLE sessions ADD COLUMN title_source TEXT NOT NULL DEFAULT '';
@@ -122,6 +124,13 @@ _MIGRATIONS: dict[int, str] = {
     # here, durably, and the indexer writes their postings later, in transactions of its own.
     5: """
     CREATE TABLE IF NOT EXISTS index_pending (mid INTEGER PRIMARY KEY);
+    """,
+    # A resume reads the context without parsing it: each transcript row keeps what the
+    # pairing rule needs (``shape``: actors.core.messages.shape_of) and its token estimate.
+    # NULL in rows written before: those are parsed when read.
+    6: """
+    ALTER TABLE transcript ADD COLUMN shape TEXT;
+    ALTER TABLE transcript ADD COLUMN tokens INTEGER;
     """,
 }
 

@@ -1,0 +1,181 @@
+"""A working context read back from the store, parsed only where it is read.
+
+A resumed session's context can hold tens of thousands of messages, about 1 KB of JSON each;
+parsing them all costs more than reading them. :class:`StoredMessages` holds each message
+as the store read it (its canonical JSON, the :func:`~actors.core.messages.shape_of` text
+and the token estimate saved beside it) and parses a message the first time someone reads
+it, once: every copy of the sequence shares the parse, and the same position always gives
+the same dict. What a resume itself needs (the pairing rule, the context's size) comes from
+the saved facts, so a resume parses nothing.
+
+It is a mutable sequence of plain message dicts, like the list it stands in for: appending,
+iterating, indexing and slicing (a slice is a list) work as on a list; messages added are
+kept as given. Treat the dicts as immutable, as every message of a working context.
+
+A message whose text does not parse raises what the ``parse`` function given raises (the
+store's: :class:`~actors.core.errors.CorruptSession` naming the session), when it is read.
+
+Not thread-safe on its own: its owner (the supervisor, or the store under its lock) uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, MutableSequence
+from typing import Any, overload
+
+from actors.core.budget import estimate_message
+from actors.core.messages import Facts, Message, encode, facts_of, facts_of_shape
+
+
+class Row:
+    """One stored message: its JSON until parsed, then the parsed dict (shared by copies)."""
+
+    __slots__ = ("message", "shape", "text", "tokens")
+
+    def __init__(self, text: str, shape: str | None, tokens: int | None) -> None:
+        self.text: str | None = text
+        self.shape = shape
+        self.tokens = tokens
+        self.message: Message | None = None
+
+
+class StoredMessages(MutableSequence[Message]):
+    """Messages, some of them still stored rows parsed on first read (see the module)."""
+
+    __slots__ = ("_items", "_parse")
+
+    def __init__(
+        self,
+        items: Iterable[Message | Row] = (),
+        parse: Callable[[str, int], Message] | None = None,
+    ) -> None:
+        self._items: list[Message | Row] = list(items)
+        self._parse = parse
+
+    # -- reading without parsing ----------------------------------------------------------
+
+    def facts(self) -> Iterator[Facts]:
+        """The pairing rule's facts of every message, in order; a row is parsed only when
+        its facts were not saved with it."""
+        for position, item in enumerate(self._items):
+            if type(item) is Row:
+                if item.message is not None:
+                    yield facts_of(item.message)
+                elif item.shape is not None:
+                    yield facts_of_shape(item.shape)
+                else:
+                    yield facts_of(self._message(position, item))
+            else:
+                yield facts_of(item)  # type: ignore[arg-type]
+
+    def estimate_tokens(self) -> int:
+        """The estimated tokens of every message (``estimate_messages``), from the estimates
+        saved with the rows where they are."""
+        total = 0
+        for position, item in enumerate(self._items):
+            if type(item) is Row:
+                if item.tokens is not None:
+                    total += item.tokens
+                else:
+                    total += estimate_message(self._message(position, item))
+            else:
+                total += estimate_message(item)  # type: ignore[arg-type]
+        return total
+
+    def text(self, position: int) -> str:
+        """The canonical JSON of one message (as stored; encoded if it was given)."""
+        item = self._items[position]
+        if type(item) is Row:
+            if item.text is not None:
+                return item.text
+            assert item.message is not None
+            return encode(item.message)
+        return encode(item)  # type: ignore[arg-type]
+
+    def is_message(self, position: int, message: object) -> bool:
+        """Whether ``message`` is the very dict at ``position`` (nothing is parsed: a row
+        not yet read cannot be a dict someone holds)."""
+        item = self._items[position]
+        return item is message or (type(item) is Row and item.message is message)
+
+    def parsed(self) -> int:
+        """How many messages are dicts now (for tests and benchmarks)."""
+        return sum(type(i) is not Row or i.message is not None for i in self._items)
+
+    def copy(self) -> StoredMessages:
+        """Another sequence of the same messages (rows shared: parsed once for both)."""
+        return StoredMessages(self._items, self._parse)
+
+    # -- the sequence ---------------------------------------------------------------------
+
+    def _message(self, position: int, row: Row) -> Message:
+        if row.message is None:
+            assert row.text is not None
+            if self._parse is None:
+                raise TypeError("a stored row without a parser")
+            row.message = self._parse(row.text, position)
+            row.text = None  # one copy of each message in memory
+        return row.message
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self._items)))]
+        item = self._items[index]
+        if type(item) is Row:
+            position = index if index >= 0 else index + len(self._items)
+            return self._message(position, item)
+        return item  # type: ignore[return-value]
+
+    def __iter__(self) -> Iterator[Message]:
+        for position, item in enumerate(self._items):
+            if type(item) is Row:
+                yield self._message(position, item)
+            else:
+                yield item  # type: ignore[misc]
+
+    def __reversed__(self) -> Iterator[Message]:
+        for position in range(len(self._items) - 1, -1, -1):
+            yield self[position]
+
+    @overload
+    def __setitem__(self, index: int, value: Message) -> None: ...
+
+    @overload
+    def __setitem__(self, index: slice, value: Iterable[Message]) -> None: ...
+
+    def __setitem__(self, index: int | slice, value: Any) -> None:
+        if isinstance(index, slice):
+            self._items[index] = list(value)
+        else:
+            self._items[index] = value
+
+    def __delitem__(self, index: int | slice) -> None:
+        del self._items[index]
+
+    def insert(self, index: int, value: Message) -> None:
+        self._items.insert(index, value)
+
+    def append(self, value: Message) -> None:
+        self._items.append(value)
+
+    def extend(self, values: Iterable[Message]) -> None:
+        self._items.extend(values)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (list, tuple, StoredMessages)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StoredMessages({len(self)} messages, {self.parsed()} parsed)"
