@@ -184,8 +184,8 @@ def test_full_disk_stops_the_turn_and_loses_nothing(
     with ScriptedServer([Reply("Back again.")]) as server:
         resumed = harness_in(mounts, "--resume", sid, "-p", "space is back", "--base-url",
                              server.base_url, memory_dir=memory_dir, cwd=project)
+        assert resumed.returncode == 0, resumed.stderr
         sent = server.requests[0]["messages"]
-    assert resumed.returncode == 0, resumed.stderr
     assert [m["content"] for m in sent if m["role"] == "user"] == [
         "hello", "now do something", "space is back"]
     assert tool_pairing_errors(sent) == []
@@ -313,8 +313,8 @@ def test_results_that_cannot_be_saved_are_never_sent(
     with ScriptedServer([Reply("Resumed.")]) as server:
         resumed = harness_in(mounts, "--resume", sid, "-p", "go on", "--base-url",
                              server.base_url, memory_dir=memory_dir, cwd=project)
+        assert resumed.returncode == 0, resumed.stderr
         sent = server.requests[0]["messages"]
-    assert resumed.returncode == 0, resumed.stderr
     assert tool_pairing_errors(sent) == []
     [answer] = [m["content"] for m in sent if m["role"] == "tool"]
     assert answer.startswith("Execution interrupted; outcome unknown")  # it did start

@@ -129,7 +129,7 @@ def test_a_busy_store_is_reported_and_never_moved(memory_dir: Path) -> None:
 
 def test_a_damaged_store_in_use_by_a_live_harness_is_not_replaced(memory_dir: Path) -> None:
     originals = sessions_with_pages(memory_dir)
-    overwrite_page(memory_dir, root_page(memory_dir, "transcript_session_of"))
+    overwrite_page(memory_dir, root_page(memory_dir, "sqlite_autoindex_transcript_1"))
     sid = next(iter(originals))
     with child(live_store(memory_dir, sid)):
         refused = harness("--doctor", "--repair", memory_dir=memory_dir)
@@ -190,15 +190,15 @@ def test_index_entries_that_disagree_are_reindexed_beside_a_live_harness(
     memory_dir: Path,
 ) -> None:
     originals = sessions_with_pages(memory_dir, count=5)
-    # Two indexes over the same table with the same shape swap their trees: every page is
-    # sound, every entry is in the wrong index.
+    # Two indexes of the same shape (two columns) swap their trees: every page is sound,
+    # every entry is in the wrong index.
     with contextlib.closing(sqlite3.connect(memory_dir / "sessions.sqlite3")) as raw:
         pages = dict(raw.execute(
             "SELECT name, rootpage FROM sqlite_schema WHERE name IN "
-            "('sqlite_autoindex_transcript_1', 'transcript_session_of')"))
+            "('sessions_recent', 'sqlite_autoindex_transcript_1')"))
         raw.execute("PRAGMA writable_schema = ON")
-        for name, other in (("sqlite_autoindex_transcript_1", "transcript_session_of"),
-                            ("transcript_session_of", "sqlite_autoindex_transcript_1")):
+        for name, other in (("sessions_recent", "sqlite_autoindex_transcript_1"),
+                            ("sqlite_autoindex_transcript_1", "sessions_recent")):
             raw.execute("UPDATE sqlite_schema SET rootpage = ? WHERE name = ?",
                         (pages[other], name))
         raw.commit()

@@ -106,9 +106,17 @@ class Lease(Protocol):
 
 class SearchIndex(Protocol):
     """The text index behind search. A checkpoint only marks its messages
-    (:func:`actors.store._rows.mark_unindexed`); :meth:`claim_pending` and
-    :meth:`add_messages` index them later, in transactions of their own
-    (:meth:`actors.store._store.Store.index_pending`)."""
+    (:meth:`mark_pending`); :meth:`claim_pending` and :meth:`add_messages` index them
+    later, in transactions of their own (:meth:`actors.store._store.Store.index_pending`)."""
+
+    def mark_pending(self, conn: Conn, mids: Sequence[int]) -> None:
+        """Mark new transcript rows as not yet indexed, durably, in the caller's
+        transaction (the checkpoint's: as cheap as can be)."""
+        ...
+
+    def has_pending(self, conn: Conn) -> bool:
+        """Whether any transcript row is still to be indexed."""
+        ...
 
     def claim_pending(self, conn: Conn, limit: int) -> list[tuple[int, int | None, str | None]]:
         """Remove up to ``limit`` of the oldest "not yet indexed" marks, which no other
@@ -129,8 +137,8 @@ class SearchIndex(Protocol):
         ...
 
     def copy_session(self, conn: Conn, old_rid: int, new_rid: int) -> None:
-        """Index the copy ``new_rid`` of ``old_rid``: its session text now, its messages
-        marked for the indexer."""
+        """Index the copy ``new_rid`` of ``old_rid`` (its rows already written): its session
+        text now, its messages marked for the indexer."""
         ...
 
     def message_matches(self, conn: Conn, term: str) -> Iterable[tuple[int, int, int]]:

@@ -152,13 +152,14 @@ def insert_messages(
     follows: int | None = None,
 ) -> list[int]:
     """Append messages to the transcript at ``first_seq`` (and to the context at
-    ``first_pos`` unless None), mark them for the search index and update the write-ahead
-    records. Their transcript row ids (mids), in order. ``follows``: the seq the first of them
-    follows when it is not the one before it (the first message after a rewind).
+    ``first_pos`` unless None) and update the write-ahead records. Their transcript row ids
+    (mids), in order, for the caller to mark for the search index
+    (:meth:`~actors.store._parts.SearchIndex.mark_pending`). ``follows``: the seq the first of
+    them follows when it is not the one before it (the first message after a rewind).
 
     The index itself is written later, in a transaction of its own
     (:meth:`actors.store._store.Store.index_pending`): a checkpoint commits the messages and
-    one small ``index_pending`` row each, never their trigram postings."""
+    at most a small mark each, never their trigram postings."""
     if not plain:
         return []
     conn.executemany(
@@ -180,22 +181,8 @@ def insert_messages(
             "INSERT INTO context (session_rid, pos, mid) VALUES (?, ?, ?)",
             [(rid, first_pos + i, mid) for i, mid in enumerate(mids)],
         )
-    mark_unindexed(conn, mids)
     _write_ahead.apply(conn, rid, _write_ahead.changes_of(plain, planned_calls=planned_calls))
     return mids
-
-
-def mark_unindexed(conn: Conn, mids: Sequence[int]) -> None:
-    """Mark transcript rows as not yet in the search index (durably, with the rows)."""
-    conn.executemany(
-        "INSERT INTO index_pending (mid) VALUES (?) ON CONFLICT DO NOTHING",
-        [(mid,) for mid in mids],
-    )
-
-
-def has_unindexed(conn: Conn) -> bool:
-    """Whether any transcript row is still marked as not in the search index."""
-    return conn.execute("SELECT 1 FROM index_pending LIMIT 1").fetchone() is not None
 
 
 def insert_context(conn: Conn, rid: int, texts: Sequence[str], mids: dict[str, int]) -> None:

@@ -269,10 +269,10 @@ class Store:
         n = row.context_len
         added = len(delta.new_texts)
         self.unindexed += added
-        _rows.insert_messages(
+        self.index.mark_pending(conn, _rows.insert_messages(
             conn, row.rid, row.transcript_len, n, delta.new_plain, delta.new_texts,
             planned_calls=planned_calls, follows=row.branch_seq,
-        )
+        ))
         sets = ["context_len = ?", "transcript_len = ?", "updated_at = ?"]
         args: list[Any] = [n + added, row.transcript_len + added, timestamp()]
         if added and row.branch_seq is not None:
@@ -451,6 +451,7 @@ class Store:
             added_mids = _rows.insert_messages(
                 conn, rid, row.transcript_len, None, added, added_texts, planned_calls=False,
             )
+            self.index.mark_pending(conn, added_mids)
             mids.update(zip(added_texts, added_mids, strict=True))
             conn.execute("DELETE FROM context WHERE session_rid = ?", (rid,))
             _rows.insert_context(conn, rid, texts, mids)
@@ -741,7 +742,7 @@ class Store:
         """Search sees every committed message: what is still marked is indexed first. A
         store that cannot be written (read-only, busy) is searched as its index stands."""
         with self.db.read() as conn:
-            pending = _rows.has_unindexed(conn)
+            pending = self.index.has_pending(conn)
         if pending:
             self._index_now()
 
@@ -1100,6 +1101,7 @@ class Store:
             mids = _rows.insert_messages(
                 conn, rid, 0, None, transcript, texts, planned_calls=False
             )
+            self.index.mark_pending(conn, mids)
             context = [encode(to_plain(m)) for m in record["messages"]]
             _rows.insert_context(conn, rid, context, dict(zip(texts, mids, strict=True)))
             compactions: list[dict[str, Any]] = [

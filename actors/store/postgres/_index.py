@@ -46,6 +46,17 @@ def _prefer_index(conn: Conn, term: str) -> None:
 class TrigramIndex:
     """The :class:`~actors.store._parts.SearchIndex` of the PostgreSQL store."""
 
+    def mark_pending(self, conn: Conn, mids: Sequence[int]) -> None:
+        """One ``index_pending`` row per message: writers commit concurrently, so the order
+        of mids is not the order of commits and no single mark could say what is left."""
+        conn.executemany(
+            "INSERT INTO index_pending (mid) VALUES (?) ON CONFLICT DO NOTHING",
+            [(mid,) for mid in mids],
+        )
+
+    def has_pending(self, conn: Conn) -> bool:
+        return conn.execute("SELECT 1 FROM index_pending LIMIT 1").fetchone() is not None
+
     def claim_pending(self, conn: Conn, limit: int) -> list[tuple[int, int | None, str | None]]:
         """Writers run concurrently: marks another transaction holds are skipped."""
         mids = [mid for (mid,) in conn.execute(

@@ -4,9 +4,13 @@
 session's row) hold the text of :mod:`actors.store._text`. A word of three letters or more is
 an FTS5 phrase over trigrams, which finds it as a case-insensitive substring; a shorter word
 has no trigram and scans the index text with ``LIKE`` (rare, still bounded). Matching
-messages are counted per session through the covering index ``transcript (mid,
-session_rid)``, named with ``INDEXED BY``, so a search never touches the pages that hold
-message bodies.
+messages are counted per session through ``message_session`` (mid -> session), which the
+indexer writes with the postings, so a search never touches the pages that hold message
+bodies and a checkpoint writes no index of its own for it.
+
+What is not indexed yet is the transcript rows after ``index_state.upto``: a checkpoint
+writes no mark at all (SQLite has one writer at a time, so rows commit in mid order), and
+the indexer moves the mark in the transaction that writes the postings.
 """
 
 from __future__ import annotations
@@ -18,10 +22,10 @@ from actors.store._parts import Conn
 from actors.store._text import like_pattern
 
 _MESSAGE_MATCHES = (
-    "SELECT t.session_rid, count(*), max(m.rowid) FROM "
+    "SELECT s.session_rid, count(*), max(m.rowid) FROM "
     "(SELECT rowid FROM message_text WHERE {where}) m "
-    "JOIN transcript t INDEXED BY transcript_session_of ON t.mid = m.rowid "
-    "GROUP BY t.session_rid"
+    "JOIN message_session s ON s.mid = m.rowid "
+    "GROUP BY s.session_rid"
 )
 
 
@@ -35,41 +39,58 @@ def _match(table: str, term: str) -> tuple[str, str]:
 class Fts5Index:
     """The :class:`~actors.store._parts.SearchIndex` of the SQLite store."""
 
+    def mark_pending(self, conn: Conn, mids: Sequence[int]) -> None:
+        """Nothing to write: the new rows come after ``index_state.upto`` (SQLite has one
+        writer at a time, and a new row's mid is above every row's there is)."""
+
+    def has_pending(self, conn: Conn) -> bool:
+        row = conn.execute(
+            "SELECT (SELECT max(mid) FROM transcript) > (SELECT upto FROM index_state)"
+        ).fetchone()
+        return bool(row and row[0])
+
     def claim_pending(self, conn: Conn, limit: int) -> list[tuple[int, int | None, str | None]]:
-        """Writers take turns (``BEGIN IMMEDIATE``): the oldest marks are this one's."""
+        """Writers take turns (``BEGIN IMMEDIATE``): the rows after the mark are this one's,
+        and the mark moves past them in the same transaction."""
         rows = conn.execute(
-            "SELECT p.mid, t.session_rid, t.body FROM index_pending p "
-            "LEFT JOIN transcript t ON t.mid = p.mid ORDER BY p.mid LIMIT ?",
+            "SELECT mid, session_rid, body FROM transcript "
+            "WHERE mid > (SELECT upto FROM index_state) ORDER BY mid LIMIT ?",
             (limit,),
         ).fetchall()
         if rows:
-            conn.execute("DELETE FROM index_pending WHERE mid <= ?", (rows[-1][0],))
+            conn.execute("UPDATE index_state SET upto = ?", (rows[-1][0],))
         return [tuple(row) for row in rows]
 
     def add_messages(self, conn: Conn, rid: int, rows: Sequence[tuple[int, str]]) -> None:
-        # REPLACE: a message indexed already (a rebuild raced its mark) is indexed once.
+        # REPLACE: a message indexed already (a rebuild raced it) is indexed once.
         conn.executemany("INSERT OR REPLACE INTO message_text (rowid, text) VALUES (?, ?)",
                          rows)
+        conn.executemany(
+            "INSERT OR REPLACE INTO message_session (mid, session_rid) VALUES (?, ?)",
+            [(mid, rid) for mid, _ in rows],
+        )
 
     def set_session_text(self, conn: Conn, rid: int, text: str) -> None:
         conn.execute("DELETE FROM session_text WHERE rowid = ?", (rid,))
         conn.execute("INSERT INTO session_text (rowid, text) VALUES (?, ?)", (rid, text))
 
     def remove_session(self, conn: Conn, rid: int) -> None:
-        for table, key in (("message_text", "rowid"), ("index_pending", "mid")):
+        for table, key in (("message_text", "rowid"), ("message_session", "mid")):
             conn.execute(
                 f"DELETE FROM {table} WHERE {key} IN "
                 "(SELECT mid FROM transcript WHERE session_rid = ?)",
                 (rid,),
             )
         conn.execute("DELETE FROM session_text WHERE rowid = ?", (rid,))
+        # The next rows take the mids after the highest left: keep them after the mark.
+        conn.execute(
+            "UPDATE index_state SET upto = min(upto, coalesce("
+            "(SELECT max(mid) FROM transcript WHERE session_rid <> ?), 0))",
+            (rid,),
+        )
 
     def copy_session(self, conn: Conn, old_rid: int, new_rid: int) -> None:
-        conn.execute(
-            "INSERT INTO index_pending (mid) SELECT mid FROM transcript WHERE session_rid = ?"
-            " ON CONFLICT DO NOTHING",
-            (new_rid,),
-        )
+        """The copy's messages are new rows, after the mark: the indexer indexes them."""
         conn.execute(
             "INSERT INTO session_text (rowid, text) SELECT ?, text FROM session_text "
             "WHERE rowid = ?",

@@ -19,15 +19,17 @@ Tables (one database file, ``<memory-dir>/sessions.sqlite3``):
 ``legacy_files``  which JSON records of the older layout were imported (never modified).
 ``message_text``  FTS5 (trigram) over each transcript message's text, rowid = transcript.mid.
 ``session_text``  FTS5 (trigram) over title, summary and compaction summaries, rowid = rid.
-``index_pending`` transcript rows not yet in ``message_text`` (the indexer catches up behind
-                  the checkpoints, which only add a row here).
+``index_state``   one row: ``upto``, the last transcript row (mid) the search index holds;
+                  the rows after it are the indexer's to do (a checkpoint writes no mark).
+``message_session`` the session of each indexed message (mid -> session rid), written by
+                  the indexer, read by search to count matches per session.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 MIGRATION_LISTINGS = """
     ALTER TABLE sessions ADD COLUMN title_source TEXT NOT NULL DEFAULT '';
@@ -131,6 +133,26 @@ _MIGRATIONS: dict[int, str] = {
     6: """
     ALTER TABLE transcript ADD COLUMN shape TEXT;
     ALTER TABLE transcript ADD COLUMN tokens INTEGER;
+    """,
+    # A checkpoint writes no mark for the search index, touches one index of the transcript,
+    # not two, and one listing index, not two (a project's listing walks the recent sessions
+    # and skips the other projects'; its updated_at moved on every checkpoint): the messages not yet indexed are those after ``index_state.upto``
+    # (SQLite has one writer at a time, so transcript rows commit in the order of their
+    # mids), and the indexer writes which session each indexed message belongs to
+    # (``message_session``, what search counts matches by) with its postings.
+    7: """
+    CREATE TABLE IF NOT EXISTS index_state (upto INTEGER NOT NULL);
+    INSERT INTO index_state (upto) SELECT coalesce(
+        (SELECT min(mid) - 1 FROM index_pending), (SELECT max(mid) FROM transcript), 0);
+    CREATE TABLE IF NOT EXISTS message_session (
+        mid         INTEGER PRIMARY KEY,
+        session_rid INTEGER NOT NULL
+    );
+    INSERT INTO message_session (mid, session_rid) SELECT mid, session_rid FROM transcript
+        WHERE mid <= (SELECT upto FROM index_state);
+    DROP TABLE index_pending;
+    DROP INDEX IF EXISTS transcript_session_of;
+    DROP INDEX IF EXISTS sessions_project;
     """,
 }
 

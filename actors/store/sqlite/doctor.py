@@ -185,9 +185,9 @@ def _examine_index(conn: sqlite3.Connection, report: Report) -> None:
     try:
         missing = 0
         indexed = {r for (r,) in conn.execute("SELECT rowid FROM message_text")}
-        pending = {r for (r,) in conn.execute("SELECT mid FROM index_pending")}
+        (upto,) = conn.execute("SELECT upto FROM index_state").fetchone()
         for mid, body in conn.execute("SELECT mid, body FROM transcript"):
-            if mid in pending:  # the indexer has yet to catch up: not missing
+            if mid > upto:  # the indexer has yet to catch up: not missing
                 indexed.discard(mid)
                 continue
             try:
@@ -320,16 +320,22 @@ def _rebuild_search_index(store: SqliteStore) -> None:
                 "SELECT sql FROM sqlite_schema WHERE name = ?", (table,)).fetchone()
             conn.execute(f"DROP TABLE {table}")
             conn.execute(sql)
-        conn.execute("DELETE FROM index_pending")  # every message is indexed below
+        # every message is indexed below
+        conn.execute("UPDATE index_state SET upto = coalesce((SELECT max(mid) FROM transcript),"
+                     " 0)")
+        conn.execute("DELETE FROM message_session")
         rows = []
-        for mid, body in conn.execute("SELECT mid, body FROM transcript"):
+        for mid, rid, body in conn.execute("SELECT mid, session_rid, body FROM transcript"):
             try:
                 text = indexed_text(json.loads(body))
             except (TypeError, ValueError, AttributeError):
                 continue
             if text:
-                rows.append((mid, text))
-        conn.executemany("INSERT INTO message_text (rowid, text) VALUES (?, ?)", rows)
+                rows.append((mid, rid, text))
+        conn.executemany("INSERT INTO message_text (rowid, text) VALUES (?, ?)",
+                         [(mid, text) for mid, _, text in rows])
+        conn.executemany("INSERT INTO message_session (mid, session_rid) VALUES (?, ?)",
+                         [(mid, rid) for mid, rid, _ in rows])
         summaries: dict[int, list[str]] = {}
         for rid, summary in conn.execute(
             "SELECT session_rid, summary FROM compactions ORDER BY session_rid, n"
