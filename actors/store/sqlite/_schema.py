@@ -135,11 +135,12 @@ _MIGRATIONS: dict[int, str] = {
     ALTER TABLE transcript ADD COLUMN tokens INTEGER;
     """,
     # A checkpoint writes no mark for the search index, touches one index of the transcript,
-    # not two, and one listing index, not two (a project's listing walks the recent sessions
-    # and skips the other projects'; its updated_at moved on every checkpoint): the messages not yet indexed are those after ``index_state.upto``
-    # (SQLite has one writer at a time, so transcript rows commit in the order of their
-    # mids), and the indexer writes which session each indexed message belongs to
-    # (``message_session``, what search counts matches by) with its postings.
+    # not two, and one listing index, not two. The messages not yet indexed are those after
+    # ``index_state.upto`` (SQLite has one writer at a time, so transcript rows commit in the
+    # order of their mids); the indexer writes which session each indexed message belongs to
+    # (``message_session``, what search counts matches by) with its postings; a project's
+    # listing walks the recent sessions and skips the other projects' (the index by project
+    # moved with updated_at on every checkpoint).
     7: """
     CREATE TABLE IF NOT EXISTS index_state (upto INTEGER NOT NULL);
     INSERT INTO index_state (upto) SELECT coalesce(
