@@ -670,9 +670,12 @@ def child_main(sizes: tuple[int, ...], work: Path, postgres: str | None) -> int:
         sessions[n] = (sid, messages)
     if hasattr(setup, "catch_up_index"):
         setup.catch_up_index()
-    setup.close()
-    del setup
+    # The setup's store stays open, as the peers' connections do: SQLite deletes the WAL
+    # when its last connection closes, and a new one grows the file on its first ~1,000
+    # pages, which makes each of those commits' fdatasync also write the file's size (the
+    # "cold WAL" figure below measures that on its own).
     pairs = {n: [gen.call_pair() for _ in range(400)] for n in sizes}
+    first_pairs = pairs[sizes[0]]
     states = [gen.state(step) for step in range(1, 64)]
     store = open_store()
     leases = contextlib.ExitStack()
@@ -685,6 +688,30 @@ def child_main(sizes: tuple[int, ...], work: Path, postgres: str | None) -> int:
         if words[0] == "quit":
             print("{}", flush=True)
             break
+        if words[0] == "cold":  # checkpoints of a store nobody else has open: a new WAL
+            if pg is not None:
+                print("{}", flush=True)
+            else:
+                cold_dir = work / f"cold-{os.getpid()}"
+                context = gen.conversation(100)
+                with SqliteStore(cold_dir) as cold:
+                    cold_sid = cold.create_session(messages=context)
+                    cold.catch_up_index()
+                samples = []
+                with SqliteStore(cold_dir) as cold, cold.lease(cold_sid):
+                    for i in range(int(words[1])):
+                        new = first_pairs[i % 400]
+                        start = time.perf_counter()
+                        if appends:
+                            cold.append(cold_sid, new, at=len(context),  # type: ignore[attr-defined]
+                                        state=states[i % len(states)])
+                            context.extend(new)
+                        else:
+                            context.extend(new)
+                            cold.checkpoint(cold_sid, context, state=states[i % len(states)])
+                        samples.append(time.perf_counter() - start)
+                print(json.dumps({"samples": samples}), flush=True)
+            continue
         n = int(words[1])
         sid, messages = sessions[n]
         if words[0] == "ckpt":
@@ -730,6 +757,7 @@ def child_main(sizes: tuple[int, ...], work: Path, postgres: str | None) -> int:
             print(json.dumps({"load": loaded, "first": first, "record": record}), flush=True)
     leases.close()
     store.close()
+    setup.close()
     if pg is not None:
         pg.close()
     return 0
@@ -778,6 +806,8 @@ def bench_peers(cfg: Config, work: Path, trees: list[tuple[str, Path]],
     for _ in range(cfg.resumes):
         for child in children:
             resumes[child.label].append(child.ask("resume", largest))
+    cold = {c.label: _stats(r["samples"]) for c in children
+            if (r := c.ask("cold", cfg.checkpoints)).get("samples")}
     hop = next((p.thread_hop() for p in peers if isinstance(p, AgentsSessionPeer)), None)
     appends = {c.label: c.ready["appends"] for c in children}
     for child in children:
@@ -792,6 +822,7 @@ def bench_peers(cfg: Config, work: Path, trees: list[tuple[str, Path]],
                            for key in ("load", "first", "record")}
                    for label, runs in resumes.items()},
         "thread_hop_s": hop,
+        "cold": cold,
         "appends": appends,
     }
 
@@ -824,6 +855,10 @@ def render_peers(result: dict[str, Any], cfg: Config) -> str:
         lines.append(f"\n(SQLiteSession's add_items also hops to a worker thread: "
                      f"{_fmt(result['thread_hop_s'])} here, not counted above; so does "
                      "this store's checkpoint writer.)")
+    for label, st in result["cold"].items():
+        lines.append(f"\n{label}, a cold WAL (a store no other connection has open, its first "
+                     f"{st['n']} checkpoints after opening, at {small:,} messages): "
+                     f"{_fmt(st['median'])} / {_fmt(st['mean'])} / {_fmt(st['p95'])}.")
     resume = result["resume"]
     lines += ["", f"Resume of the {large:,}-message session in a new store instance "
               "(medians):", "", "| | " + " | ".join(resume) + " |",

@@ -181,6 +181,24 @@ def test_the_indexer_goes_in_batches_and_skips_what_was_deleted(store: Store) ->
     assert list(count.values()) == [5]
 
 
+def test_messages_after_a_deleted_session_are_indexed(store: Store) -> None:
+    """Deleting the session that holds the newest rows lets new rows take their ids again
+    (SQLite): they must still be indexed, and the deleted ones never found."""
+    keep = store.create_session(messages=[SYSTEM, user("echidna kept")])
+    gone = store.create_session(messages=[SYSTEM, *(user(f"echidna gone {i}") for i in range(4))])
+    store.catch_up_index()
+    store.delete(gone)
+    new = store.create_session(messages=[SYSTEM])
+    with store.lease(new):
+        store.append(new, [user("echidna new one"), user("echidna new two")], at=1)
+    found = {r["id"]: r for r in store.search_sessions("echidna")}
+    assert set(found) == {keep, new}
+    assert [r["id"] for r in store.search_sessions("gone")] == []
+    with store.db.read() as conn:
+        count = {rid: n for rid, n, _ in store.index.message_matches(conn, "echidna")}
+    assert sorted(count.values()) == [1, 2]
+
+
 def test_two_indexers_never_index_a_message_twice(stores: Stores, memory_dir: Path) -> None:
     a, b = stores.open(memory_dir), stores.open(memory_dir)
     sid = a.create_session(messages=[SYSTEM])

@@ -19,6 +19,8 @@ Tables (one database file, ``<memory-dir>/sessions.sqlite3``):
 ``legacy_files``  which JSON records of the older layout were imported (never modified).
 ``message_text``  FTS5 (trigram) over each transcript message's text, rowid = transcript.mid.
 ``session_text``  FTS5 (trigram) over title, summary and compaction summaries, rowid = rid.
+``index_pending`` unused since version 7 (a harness of an older version still running
+                  may write it).
 ``index_state``   one row: ``upto``, the last transcript row (mid) the search index holds;
                   the rows after it are the indexer's to do (a checkpoint writes no mark).
 ``message_session`` the session of each indexed message (mid -> session rid), written by
@@ -140,7 +142,8 @@ _MIGRATIONS: dict[int, str] = {
     # order of their mids); the indexer writes which session each indexed message belongs to
     # (``message_session``, what search counts matches by) with its postings; a project's
     # listing walks the recent sessions and skips the other projects' (the index by project
-    # moved with updated_at on every checkpoint).
+    # moved with updated_at on every checkpoint). ``index_pending`` stays, unused: a harness
+    # of the previous version still running writes its marks there.
     7: """
     CREATE TABLE IF NOT EXISTS index_state (upto INTEGER NOT NULL);
     INSERT INTO index_state (upto) SELECT coalesce(
@@ -151,7 +154,7 @@ _MIGRATIONS: dict[int, str] = {
     );
     INSERT INTO message_session (mid, session_rid) SELECT mid, session_rid FROM transcript
         WHERE mid <= (SELECT upto FROM index_state);
-    DROP TABLE index_pending;
+    DELETE FROM index_pending;
     DROP INDEX IF EXISTS transcript_session_of;
     DROP INDEX IF EXISTS sessions_project;
     """,
