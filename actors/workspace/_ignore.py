@@ -23,6 +23,7 @@ Pure functions; no I/O.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -149,12 +150,16 @@ def parse(text: str, base: str) -> list[Rule]:
 class Rules:
     """The rules in force in one directory (see the module doc). Immutable."""
 
-    __slots__ = ("_any", "_any_file", "rules")
+    __slots__ = ("_any", "_any_file", "digest", "rules")
 
     EMPTY: Rules
 
-    def __init__(self, rules: tuple[Rule, ...]) -> None:
+    def __init__(self, rules: tuple[Rule, ...], digest: bytes = b"") -> None:
         self.rules = rules[-MAX_RULES:]
+        # What the rules were made from (the .gitignore files along the path, in order), so
+        # that decisions made under them can be reused by a later process: equal digests,
+        # equal rules. b"": none (or made directly, as tests do).
+        self.digest = digest or (_digest_of(self.rules) if self.rules else b"")
         self._any = self._combined(self.rules)
         self._any_file = self._combined(tuple(r for r in self.rules if not r.dir_only))
 
@@ -167,7 +172,12 @@ class Rules:
     def extended(self, text: str, base: str) -> Rules:
         """These rules followed by those of ``text``, a ``.gitignore`` in ``base``."""
         own = parse(text, base)
-        return Rules(self.rules + tuple(own)) if own else self
+        if not own:
+            return self
+        digest = hashlib.blake2b(b"\0".join((self.digest, base.encode("utf-8", "surrogateescape"),
+                                             text.encode("utf-8", "surrogateescape"))),
+                                 digest_size=16).digest()
+        return Rules(self.rules + tuple(own), digest)
 
     def ignored(self, path: str, is_dir: bool) -> bool:
         """Whether ``path`` (relative to the project root) is left out."""
@@ -178,6 +188,11 @@ class Rules:
             if (is_dir or not rule.dir_only) and rule.regex.match(path):
                 return not rule.negate
         return False
+
+
+def _digest_of(rules: tuple[Rule, ...]) -> bytes:
+    text = "\0".join(f"{r.regex.pattern}\1{r.negate}\1{r.dir_only}" for r in rules)
+    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).digest()
 
 
 Rules.EMPTY = Rules(())

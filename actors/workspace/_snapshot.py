@@ -7,8 +7,10 @@ state directory (recognised by device and inode) is never entered, a hard link t
 files is never read, and ``.git`` is never entered. Ignored paths (:mod:`._ignore`) are not
 looked at.
 
-Cost: one ``lstat`` per file, compared with the stat cache (:mod:`._statcache`); only files
-whose key changed are read and hashed, only directories that changed get a new tree, and
+Cost: one ``lstat`` per file, compared with the stat cache (:mod:`._statcache`); a directory
+whose own stat is what it was is not listed again (its cached listing and ``.gitignore``
+decisions are reused while the rules in force are the same); only files whose key changed
+are read and hashed, only directories that changed get a new tree, and
 only objects the store lacks are compressed and written, in one transaction. An unchanged
 tree touches the database at most once in a while (to mark its root as used).
 
@@ -32,14 +34,14 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from actors.core.errors import StorageError, ToolFailed
 from actors.tools._sandbox import Sandbox
 from actors.workspace._ignore import Rules
 from actors.workspace._objects import BLOB, TREE, ObjectStore
-from actors.workspace._statcache import RACY, RACY_NS, DirState, Key, StatCache
+from actors.workspace._statcache import RACY, RACY_NS, DirState, Key, Listing, StatCache
 from actors.workspace._tree import (
     DIR,
     EXEC,
@@ -114,6 +116,8 @@ class _Node:
     tree: bytes = b""
     files: int = 0
     size: int = 0
+    listing: Listing | None = None  # what the stat cache keeps of its listing
+    subnames: Sequence[str] = ()  # the subdirectories to enter
 
 
 class _Restart(Exception):
@@ -171,7 +175,7 @@ class Snapshotter:
                 cache.clear()
         try:
             with self.sandbox.open_directory(".") as (fd, _place):
-                root = self._scan(fd, "", Rules.EMPTY, 0)
+                root = self._scan(fd, "", Rules.EMPTY, 0, os.fstat(fd))
         except ToolFailed as exc:
             raise StorageError(f"Cannot snapshot the project: {exc}") from None
         limits = self.limits
@@ -188,8 +192,8 @@ class Snapshotter:
             self._changed, tuple(self._kept_out), time.perf_counter() - started,
         )
 
-    def _rules_for(self, fd: int, rel: str, parent: Rules, names: list[str]) -> Rules:
-        if ".gitignore" not in names:
+    def _rules_for(self, fd: int, rel: str, parent: Rules, has_gitignore: bool) -> Rules:
+        if not has_gitignore:
             return parent
         try:
             st = os.stat(".gitignore", dir_fd=fd, follow_symlinks=False)
@@ -212,23 +216,81 @@ class Snapshotter:
         self._rules_cache[(rel, key, parent)] = rules
         return rules
 
-    def _scan(self, fd: int, rel: str, parent_rules: Rules, depth: int) -> _Node:
-        """Walk one directory (``rel``: "" or "a/b/") and those below it."""
+    def _scan(self, fd: int, rel: str, parent_rules: Rules, depth: int,
+              dir_stat: os.stat_result) -> _Node:
+        """Walk one directory (``rel``: "" or "a/b/"; ``dir_stat``: its ``fstat``, taken
+        before anything in it is read) and those below it."""
         if self.stop is not None and self.stop.is_set():
             raise SnapshotStopped
-        key_rel = rel[:-1]
-        cached = self.cache.dirs.get(key_rel)
+        cached = self.cache.dirs.get(rel[:-1])
+        stamp = (dir_stat.st_mtime_ns, dir_stat.st_ctime_ns, dir_stat.st_ino, dir_stat.st_dev)
+        node: _Node | None = None
+        listing = cached.listing if cached is not None else None
+        if listing is not None and listing[0] == stamp and not self._force:
+            rules = self._rules_for(fd, rel, parent_rules, listing[2])
+            if rules.digest == listing[1]:
+                assert cached is not None
+                node = self._relist(fd, rel, cached, listing)
+        if node is None:
+            node, rules = self._list(fd, rel, parent_rules, cached, stamp)
+        over = depth + 1 >= self.limits.max_depth or self._entries > self.limits.max_entries
+        protected = self.sandbox.protected
+        for name in node.subnames:
+            if over:
+                node.subs[name] = None
+                continue
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                node.subs[name] = None  # unreadable, or swapped for a link: not followed
+                continue
+            try:
+                st = os.fstat(child)
+                if (st.st_dev, st.st_ino) in protected:
+                    continue
+                node.subs[name] = self._scan(child, f"{rel}{name}/", rules, depth + 1, st)
+            finally:
+                os.close(child)
+        self._judge(fd, node)
+        return node
+
+    def _relist(self, fd: int, rel: str, cached: DirState, listing: Listing) -> _Node | None:
+        """A directory whose stamp is the one its listing was made under: the same names,
+        so only its files are ``lstat``ed (None: one has gone, or is no longer a file or a
+        link, so the listing is stale after all; it is listed again)."""
+        lstat = os.lstat
+        keys: dict[str, Key] = {}
+        try:
+            for name in listing[4]:  # the hot loop of an unchanged tree: one lstat per file
+                st = lstat(name, dir_fd=fd)
+                keys[name] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                              st.st_ino)
+        except OSError:
+            return None
+        old = cached.keys
+        if keys != old:
+            isreg, islnk, ifmt = _S_IFREG, _S_IFLNK, _S_IFMT
+            for name, key in keys.items():
+                if key != old.get(name) and key[0] & ifmt not in (isreg, islnk):
+                    return None
+        self._entries += listing[3]
+        return _Node(rel[:-1], keys, {}, cached, listing=listing,
+                     subnames=listing[5])
+
+    def _list(self, fd: int, rel: str, parent_rules: Rules, cached: DirState | None,
+              stamp: Key) -> tuple[_Node, Rules]:
+        """List a directory, decide what is ignored, ``lstat`` its files."""
         with os.scandir(fd) as scan:
             listed = list(scan)
         names = [e.name for e in listed]
-        rules = self._rules_for(fd, rel, parent_rules, names)
+        rules = self._rules_for(fd, rel, parent_rules, ".gitignore" in names)
         ignored: Callable[[str, bool], bool] | None = rules.ignored if rules.rules else None
         force, force_dirs = self._force, self._force_dirs
         keys: dict[str, Key] = {}
         subdirs = []
         self._entries += len(listed)
         isreg, islnk, ifmt = _S_IFREG, _S_IFLNK, _S_IFMT
-        for entry in listed:  # the hot loop: one lstat per file, nothing else when unignored
+        for entry in listed:  # one lstat per file, nothing else when unignored
             if entry.is_dir(follow_symlinks=False):
                 name = entry.name
                 if name == ".git" or (ignored is not None and ignored(rel + name, True)
@@ -252,26 +314,11 @@ class Snapshotter:
                 keys[entry.name] = (mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
                                     st.st_ino)
         keys.pop(".git", None)  # a worktree's .git file: git's, never the project's
-        node = _Node(key_rel, keys, {}, cached)
-        over = depth + 1 >= self.limits.max_depth or self._entries > self.limits.max_entries
-        for name in subdirs:
-            if over:
-                node.subs[name] = None
-                continue
-            try:
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except OSError:
-                node.subs[name] = None  # unreadable, or swapped for a link: not followed
-                continue
-            try:
-                st = os.fstat(child)
-                if (st.st_dev, st.st_ino) in self.sandbox.protected:
-                    continue
-                node.subs[name] = self._scan(child, f"{rel}{name}/", rules, depth + 1)
-            finally:
-                os.close(child)
-        self._judge(fd, node)
-        return node
+        listing: Listing | None = None
+        if not force and stamp[0] < self._start_ns - RACY_NS:  # see _statcache
+            listing = (stamp, rules.digest, ".gitignore" in names, len(listed), tuple(keys),
+                       tuple(subdirs))
+        return _Node(rel[:-1], keys, {}, cached, listing=listing, subnames=subdirs), rules
 
     def _protected(self, entry: os.DirEntry[str]) -> bool:
         try:
@@ -294,6 +341,9 @@ class Snapshotter:
             if same:
                 node.tree, node.files, node.size = cached.tree, cached.files, cached.size
                 node.entries = cached.entries
+                if cached.listing != node.listing:  # the same files, listed again (a file
+                    cached.listing = node.listing  # came and went; a racy stamp aged)
+                    self.cache.dirty = True
                 return
         node.changed = True
         self._changed += 1
@@ -465,7 +515,7 @@ class Snapshotter:
             self._remember(sub)
             subs[name] = sub.tree
         dirs[node.rel] = DirState(node.tree, node.keys, node.entries, subs, node.files,
-                                  node.size)
+                                  node.size, node.listing)
         self.cache.dirty = True
 
 

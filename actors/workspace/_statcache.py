@@ -11,6 +11,14 @@ and hashed again.
 keep the same timestamp) are stored with a key that never matches, so the next snapshot reads
 them again; git does the same.
 
+A directory's *listing* is kept too: the names of its files and of the subdirectories the
+walk entered, the ``.gitignore`` decisions made (by the digest of the rules in force), under
+the directory's own stamp (mtime, ctime, inode, device). Creating, removing or renaming an
+entry updates a directory's mtime and ctime (POSIX requires it), so while the stamp is the
+same the names are, and the next walk only ``lstat``s the files it names: no ``scandir``, no
+matching. A stamp whose mtime is racily recent is not kept (an entry added later in the same
+clock tick would not move it), as for files; neither is a listing made with paths forced in.
+
 The cache belongs to one project and one object store on this machine. It is kept in
 ``<memory-dir>/workspace/cache/`` (the harness's state, which no tool may read or write),
 written atomically (a temporary file renamed over the name) and read back with ``marshal``;
@@ -30,11 +38,15 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-VERSION = 2  # 2: 160-bit oids
+VERSION = 3  # 2: 160-bit oids; 3: the directory's listing
 RACY_NS = 2_000_000_000  # files this close to the walk's start are read again next time
 RACY: tuple[int, ...] = (0, -1, 0, 0, 0)  # a key no file has
 
 Key = tuple[int, ...]
+# A directory's listing as a walk saw it, reusable while the directory's own stat is the same
+# (see the module doc): (stamp, rules digest, has a .gitignore, entries listed, the names of
+# its files and links, the names of the subdirectories entered).
+Listing = tuple[Key, bytes, bool, int, tuple[str, ...], tuple[str, ...]]
 
 
 @dataclass(slots=True)
@@ -47,9 +59,11 @@ class DirState:
     subs: dict[str, bytes]  # subdirectory name -> its tree (kept-out ones: not here)
     files: int  # files kept below (this directory included)
     size: int  # their bytes
+    listing: Listing | None = None  # None: list it again next time
 
     def dump(self) -> tuple[object, ...]:
-        return (self.tree, self.keys, self.entries, self.subs, self.files, self.size)
+        return (self.tree, self.keys, self.entries, self.subs, self.files, self.size,
+                self.listing)
 
 
 @dataclass
