@@ -4,9 +4,10 @@ to before it (what came after kept as a fork), or both, without a model; ``--rew
 --undo`` undoes the last rewind of files.
 
 Both: the files first (journaled: done or not started), then the conversation; if the
-conversation cannot be rewound, the files are put back and nothing was rewound. A kill -9
-between the two leaves the files rewound and the conversation not, which the next
-``--rewind`` of the session (and the next run of it) says, with the command that finishes it.
+conversation cannot be rewound, the files are put back and nothing was rewound. Once the
+files' rewind is recorded the whole rewind counts as done: a kill -9 before the conversation
+follows is rolled forward at the next open of the session (this command, a resume), which
+says so in one line.
 
 The session's lease is held for the whole command (a harness running that session refuses
 it, and the other way round), and an interrupted rewind is finished or undone first. What
@@ -28,14 +29,16 @@ from actors.core.errors import HarnessError, RestoreFailed, UsageError
 from actors.store import Store
 from actors.workspace import (
     RewindPlan,
+    RolledForward,
     Workspace,
     apply_rewind,
     lineage,
     open_objects,
     plan_rewind,
     plan_undo,
+    roll_forward,
 )
-from actors.workspace._rewind import finish_unfinished, record_conversation, unfinished
+from actors.workspace._rewind import record_conversation
 
 STATUS_WORDS = {"modified": "restored", "added": "brought back", "deleted": "removed"}
 
@@ -63,21 +66,34 @@ def rewind(
     out = out or sys.stdout
     session_id = store.info(session_id).id
     with store.lease(session_id):
-        if what in ("conversation", "both") and to not in {
-            m.number for m in store.user_messages(session_id)
-        }:
-            raise UsageError(f"Message {to} is not one you typed in session {session_id}; "
-                             "--info and --export number the messages.")
-        if what == "conversation":
-            return _conversation(store, session_id, to or 0, dry_run, as_json, out,
-                                 memory_dir=memory_dir)
         objects = open_objects(memory_dir, store)
         try:
+            said: list[str] = []
+            try:  # a rewind of both that a kill cut between its halves is finished first
+                rolled = roll_forward(objects, store, session_id)
+            except RestoreFailed as exc:
+                if not undo:
+                    raise
+                rolled = None  # the undo of its files ends it instead
+                said.append(str(exc))
+            if rolled is not None:
+                said.append(str(rolled))
+                if what == "conversation" and to == rolled.to:  # what it finished was this
+                    return _conversation(store, session_id, to, dry_run, as_json, out, said,
+                                         rolled=rolled)
+            if what in ("conversation", "both") and to not in {
+                m.number for m in store.user_messages(session_id)
+            }:
+                raise UsageError(f"Message {to} is not one you typed in session {session_id}; "
+                                 "--info and --export number the messages.")
+            if what == "conversation":
+                return _conversation(store, session_id, to or 0, dry_run, as_json, out, said)
             workspace = Workspace(_project(store, session_id, project), memory_dir, objects,
                                   protected=[store.memory_dir])
             try:
                 return _files(store, workspace, session_id, to=to, undo=undo,
-                              both=what == "both", dry_run=dry_run, as_json=as_json, out=out)
+                              both=what == "both", dry_run=dry_run, as_json=as_json, out=out,
+                              said=said)
             finally:
                 workspace.close()
         finally:
@@ -85,13 +101,12 @@ def rewind(
 
 
 def _files(store: Store, workspace: Workspace, session_id: str, *, to: int | None,
-           undo: bool, both: bool, dry_run: bool, as_json: bool, out: TextIO) -> int:
+           undo: bool, both: bool, dry_run: bool, as_json: bool, out: TextIO,
+           said: list[str]) -> int:
     objects = workspace.objects
-    said = [str(r) for r in [workspace.recover(
-        lambda entry: objects.marks.rewind_recorded(entry.id))] if r is not None]
-    pending = unfinished(workspace, session_id)
-    if pending:
-        said.append(pending)
+    recovered = workspace.recover(lambda entry: objects.marks.rewind_recorded(entry.id))
+    if recovered is not None:
+        said.insert(0, str(recovered))
     if not as_json:
         for line in said:
             print(line, file=out)
@@ -111,7 +126,7 @@ def _files(store: Store, workspace: Workspace, session_id: str, *, to: int | Non
     rewound = apply_rewind(workspace, plan, with_conversation=both)
     report["done"] = True
     report["undo_snapshot"] = rewound.undo_root.hex()
-    if both:
+    if both:  # from here the rewind is done: a kill now is rolled forward at the next open
         try:
             done = store.rewind(session_id, to or 0)
         except HarnessError as exc:
@@ -132,24 +147,28 @@ def _files(store: Store, workspace: Workspace, session_id: str, *, to: int | Non
 
 
 def _conversation(store: Store, session_id: str, to: int, dry_run: bool, as_json: bool,
-                  out: TextIO, *, memory_dir: Path) -> int:
+                  out: TextIO, said: list[str], *, rolled: RolledForward | None = None) -> int:
     report: dict[str, Any] = {"session_id": session_id, "to_message": to, "files": None,
-                              "dry_run": dry_run, "done": False,
+                              "dry_run": dry_run, "done": False, "notes": said,
                               "conversation": {"rewound": False}}
-    if not dry_run:
+    if rolled is not None:  # an interrupted rewind of both to this message, just finished
+        report["done"] = True
+        report["conversation"] = {"rewound": True, "fork_id": rolled.fork_id,
+                                  "context_messages": len(store.load_context(session_id))}
+    elif not dry_run:
         done = store.rewind(session_id, to)
         report["done"] = True
         report["conversation"] = {"rewound": True, "fork_id": done.fork_id,
                                   "context_messages": len(done.messages)}
-        objects = open_objects(memory_dir, store)
-        try:  # it may complete a rewind of both that a kill cut between its halves
-            finish_unfinished(objects, session_id, to, done.fork_id)
-        finally:
-            objects.close()
     if as_json:
         json.dump(report, out, ensure_ascii=False, indent=2)
         out.write("\n")
-    elif dry_run:
+        return 0
+    for line in said:
+        print(line, file=out)
+    if rolled is not None:
+        return 0
+    if dry_run:
         print(f"Would rewind the conversation of session {session_id} to before message "
               f"{to} (what came after is kept as a fork); the files stay as they are. "
               "Nothing was changed (--dry-run).", file=out)

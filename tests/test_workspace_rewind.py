@@ -315,24 +315,28 @@ def test_rewind_the_conversation_or_both(session: Session,
     assert status == 2 and "is not one you typed" in err
 
 
-def test_a_rewind_of_both_cut_between_its_halves_says_so_and_can_be_finished(
+def test_a_rewind_of_both_cut_between_its_halves_is_finished_by_the_next_command(
     session: Session, capsys: pytest.CaptureFixture[str]
 ) -> None:
     first, _second = session.numbers
     store = SessionStore(session.memory)
+    context = _context(session)
     objects = open_objects(session.memory, store)
     workspace = Workspace(session.project, session.memory, objects)
     apply_rewind(workspace, plan_rewind(workspace, session.id, first),
                  with_conversation=True)  # what a kill -9 after the files' half leaves
     workspace.close()
     objects.close()
+    assert _context(session) == context
     status, out, _ = session.cli("--rewind", session.id, "--to", str(first), "--files",
                                  "--dry-run", capsys=capsys)
+    assert status == 0
     assert (f"A rewind of session {session.id} to message {first} was interrupted after its "
-            "files were rewound and before its conversation was") in out
-    assert session.cli("--rewind", session.id, "--to", str(first), "--conversation",
-                       capsys=capsys)[0] == 0
+            "files were rewound; it has been finished: the conversation now ends before "
+            f"message {first} too (what came after is kept in session ") in out
+    assert _context(session) == context[: first - 1]
+    assert _listing(session.project) == session.at["start"]
     status, out, _ = session.cli("--rewind", session.id, "--to", str(first), "--files",
                                  "--dry-run", capsys=capsys)
-    assert status == 0 and "was interrupted" not in out
-    assert _listing(session.project) == session.at["start"]
+    assert status == 0 and "was interrupted" not in out  # said once
+    assert _context(session) == context[: first - 1]

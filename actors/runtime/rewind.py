@@ -19,8 +19,10 @@ project's files, or both. Its steps, run by
    tells the front end.
 
 Files first: their restore is the part that can fail half-way, and it is undoable; the
-conversation is one store operation. A kill -9 between 3 and 4 leaves the files rewound and
-the conversation not, which the next start says (with the command that finishes it).
+conversation is one store operation. Done or not started, even against kill -9: the files'
+record (step 3) is the commit point of both, and a kill between 3 and 4 is rolled forward
+at the next open of the session (:func:`finish_interrupted`: the conversation is rewound
+then, before anything reads it, and the front end is told in one line).
 
 Cancellation: each step is one request to the actor that owns it (the keeper, the checkpoint
 writer), which finishes what it has started; the supervisor runs steps 3 to 5 shielded.
@@ -29,10 +31,15 @@ writer), which finishes what it has started; the supervisor runs steps 3 to 5 sh
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from actors.core.errors import UsageError
+from actors.core.errors import HarnessError, RestoreFailed, UsageError
 from actors.core.messages import Message
-from actors.workspace import RewindPlan
+from actors.workspace import ObjectStore, RewindPlan, open_objects, roll_forward
+
+if TYPE_CHECKING:
+    from actors.store import Store
 
 
 @dataclass(frozen=True)
@@ -66,3 +73,24 @@ def check(request: RewindRequest) -> None:
                           or request.files_plan.to != request.before):
         raise UsageError(f"Plan the files' rewind to message {request.before} first "
                          "(plan_files_rewind), so that what changes is shown before it does.")
+
+
+def finish_interrupted(store: Store, memory_dir: Path,
+                       session_id: str) -> tuple[ObjectStore | None, str | None]:
+    """At the open of a session (its lease held, before its context is read): finish a
+    rewind of both that a kill -9 cut between its files and its conversation (see
+    :func:`actors.workspace.roll_forward`). Answers the object store it opened (for the
+    workspace keeper to use: no second connection), or None when it cannot be opened (the
+    keeper then says snapshots are off), and the line to show (None: nothing to say)."""
+    try:
+        objects = open_objects(memory_dir, store)
+    except HarnessError:
+        return None, None
+    try:
+        rolled = roll_forward(objects, store, session_id)
+    except RestoreFailed as exc:
+        return objects, str(exc)
+    except BaseException:
+        objects.close()
+        raise
+    return objects, str(rolled) if rolled is not None else None

@@ -88,14 +88,14 @@ from actors.runtime.compactor import CompactAnswer, Compactor, CompactRequest
 from actors.runtime.context import ContextSnapshot, WorkingContext
 from actors.runtime.lease import hold_lease
 from actors.runtime.recovery import settle_batch
-from actors.runtime.rewind import RewindOutcome, RewindRequest
+from actors.runtime.rewind import RewindOutcome, RewindRequest, finish_interrupted
 from actors.runtime.rewind import check as rewind_check
 from actors.runtime.titler import ask_for_title
 from actors.runtime.tool_executor import BatchOutcome, ToolBatch, ToolExecutor
 from actors.store import Rewound as ConversationRewound
 from actors.store import Store, UserMessage, timestamp
 from actors.tools import startup_warnings, tool_schemas
-from actors.workspace import RewindPlan, Rewound
+from actors.workspace import ObjectStore, RewindPlan, Rewound
 from actors.workspace.keeper import Request, WorkspaceClient, WorkspaceKeeper
 
 SHUTDOWN_SECONDS = 15
@@ -174,6 +174,10 @@ class Supervisor:
         self._created = False  # this run created the session (removed if nothing was typed)
         self._title_source = ""  # where the title came from (actors.core.titles)
         self._titling: Turn | None = None  # the title call in flight, if any
+        # An interrupted rewind finished at the open (actors.runtime.rewind): what to say, and
+        # the workspace objects it opened, handed to the keeper.
+        self._rewind_notice: str | None = None
+        self._workspace_objects: ObjectStore | None = None
 
     # -- opening and closing --------------------------------------------------------------
 
@@ -205,6 +209,8 @@ class Supervisor:
             try:
                 async with self._running_actors():
                     await self._events.send(opened)
+                    if self._rewind_notice:
+                        await self.notify(self._rewind_notice, "warning")
                     if opened.crashed_before or opened.recovered_calls:
                         await self.notify(
                             f"Session {session_id} was not closed cleanly; "
@@ -248,6 +254,10 @@ class Supervisor:
             raise SessionArchived(self.session_id)
         if info.project_root and info.project_root != project_root:
             raise ProjectMismatch(self.session_id, info.project_root)
+        self._workspace_objects, self._rewind_notice = finish_interrupted(
+            self._store, self._settings.memory_dir, self.session_id)
+        if self._rewind_notice:  # a rewind of both finished: the context moved back
+            info = self._store.info(self.session_id)
         before = info.transcript_messages
         messages = self._store.recover(self.session_id)
         recovered = self._store.info(self.session_id).transcript_messages - before
@@ -306,7 +316,9 @@ class Supervisor:
         keeper = WorkspaceKeeper(project=settings.sandbox_dir, memory_dir=settings.memory_dir,
                                  store=self._store, session_id=self.session_id,
                                  events=self._events, enabled=settings.workspace_snapshots,
-                                 retention_days=settings.snapshot_retention_days)
+                                 retention_days=settings.snapshot_retention_days,
+                                 objects=self._workspace_objects)
+        self._workspace_objects = None  # the keeper's from here
         compactor = Compactor(max_context_tokens=settings.max_context_tokens,
                               model_inbox=model_send.clone())
         async with anyio.create_task_group() as tg:

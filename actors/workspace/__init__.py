@@ -37,12 +37,14 @@ from actors.workspace._rewind import (
     Ancestor,
     RewindPlan,
     Rewound,
+    RolledForward,
     apply_rewind,
     lineage,
     marks_of,
     message_marks,
     plan_rewind,
     plan_undo,
+    roll_forward,
 )
 from actors.workspace._snapshot import KeptOut, Limits, Snapshot
 from actors.workspace._tree import EMPTY_TREE, Change, Entry, short
@@ -65,6 +67,7 @@ __all__ = [
     "RestorePlan",
     "RewindPlan",
     "Rewound",
+    "RolledForward",
     "Snapshot",
     "Stat",
     "Usage",
@@ -76,6 +79,7 @@ __all__ = [
     "open_objects",
     "plan_rewind",
     "plan_undo",
+    "roll_forward",
     "short",
     "workspace_home",
 ]

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from actors.tools._sandbox import Sandbox
+from actors.workspace._crashpoints import reached
 from actors.workspace._diff import Stat, Trees, diff, diffstat
 from actors.workspace._snapshot import Snapshot
 from actors.workspace._tree import DIR, KEPT_OUT, LINK, Change, Entry
@@ -128,11 +129,14 @@ def apply(sandbox: Sandbox, trees: Trees, plan: RestorePlan) -> int:
     done = 0
     for change in sorted(removed_files, key=lambda c: -_depth(c.path)):
         done += sandbox.remove(change.path)
+        reached("restore")
     for change in removed_dirs:
         done += sandbox.remove_dir(change.path)
+        reached("restore")
     for change in made_dirs:
         sandbox.make_dir(change.path)
         done += 1
+        reached("restore")
     for change, data in _contents(trees, written):
         entry = change.new
         assert entry is not None
@@ -141,6 +145,7 @@ def apply(sandbox: Sandbox, trees: Trees, plan: RestorePlan) -> int:
         else:
             sandbox.put_file(change.path, data, executable=entry.kind == "x")
         done += 1
+        reached("restore")
     return done
 
 

@@ -17,6 +17,15 @@ whether the mark exists) finishes a recorded rewind or puts the files back, and 
 An undo (:func:`plan_undo`) is a rewind to the undo snapshot of the session's latest rewind,
 recorded the same way, so it can be undone in turn.
 
+A rewind of both the files and the conversation has the same commit point: the files'
+``rewind`` mark, which says the conversation follows (``conversation`` in its detail). The
+conversation is in another database (SQLite) or another connection (PostgreSQL), so it
+cannot join that transaction; instead it is rolled forward. Once the mark is written the
+rewind counts as done, and when a kill -9 cuts it before the conversation is rewound (and a
+``conversation`` mark written), the next open of the session finishes it first
+(:func:`roll_forward`, idempotent), before anything reads the session's context, and says so.
+Before the mark it did not happen (the journal puts the files back). Done or not started.
+
 Blocking; call it from a worker thread.
 """
 
@@ -26,13 +35,17 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors.core.errors import HarnessError, RestoreFailed, StorageError, UsageError
+from actors.workspace._crashpoints import reached
 from actors.workspace._marks import Mark
 from actors.workspace._objects import ObjectStore
 from actors.workspace._restore import RestorePlan
 from actors.workspace._workspace import Workspace
+
+if TYPE_CHECKING:
+    from actors.store import Store
 
 
 @dataclass(frozen=True)
@@ -173,6 +186,8 @@ def apply_rewind(workspace: Workspace, plan: RewindPlan, *,
         raise AssertionError("abort_restore raises") from None  # pragma: no cover
     with contextlib.suppress(OSError):  # recorded: a journal left behind is finished
         workspace.finish_restore(entry)  # (idempotently) at the next start
+    if with_conversation:
+        reached("rewind-between")
     return Rewound(plan, mark, fresh.undo.root, len(fresh.files()))
 
 
@@ -194,30 +209,54 @@ def _pending(marks: Sequence[Mark]) -> Mark | None:
     return None
 
 
-def finish_unfinished(objects: ObjectStore, session_id: str, to: int, fork_id: str) -> bool:
-    """A conversation rewind to ``to`` that completes an interrupted rewind of both: say it
-    is done (True), or nothing to complete (False)."""
+@dataclass(frozen=True)
+class RolledForward:
+    """An interrupted rewind of both, finished: its conversation rewound after its files."""
+
+    session_id: str
+    to: int
+    fork_id: str | None  # None: the conversation had been rewound, only its record was missing
+
+    def __str__(self) -> str:
+        kept = f" (what came after is kept in session {self.fork_id})" if self.fork_id else ""
+        return (f"A rewind of session {self.session_id} to message {self.to} was interrupted "
+                "after its files were rewound; it has been finished: the conversation now "
+                f"ends before message {self.to} too{kept}.")
+
+
+def roll_forward(objects: ObjectStore, store: Store, session_id: str) -> RolledForward | None:
+    """Finish a rewind of both that a kill -9 cut after its files' commit point (their
+    ``rewind`` mark): rewind the conversation too, and record it (None: nothing to finish).
+
+    Idempotent, whatever kill lands in it: the conversation is rewound only while the
+    message is still on the session's current branch (a rewind takes it off), and the
+    ``conversation`` mark that ends it is written last, durably. The caller holds the
+    session's lease. :class:`RestoreFailed` when the conversation cannot be rewound (it is
+    tried again at the next open; an undo of the files ends it instead)."""
     mark = _pending(objects.marks.of_session(session_id))
-    if mark is None or mark.message != to:
-        return False
-    objects.marks.add(session_id, "conversation", to, mark.root,
-                      detail={"files_rewind": mark.seq, "fork": fork_id}, durable=True)
-    return True
-
-
-def unfinished(workspace: Workspace, session_id: str) -> str | None:
-    """What to say when a rewind of both the files and the conversation was cut between the
-    two (a kill -9 after the files' commit point): the files were rewound, the conversation
-    was not."""
-    mark = _pending(workspace.objects.marks.of_session(session_id))
     if mark is None:
         return None
-    return (f"A rewind of session {session_id} to message {mark.message} was interrupted "
-            "after its files were rewound and before its conversation was: run `harness "
-            f"--rewind {session_id} --to {mark.message} --conversation` to finish it, or "
-            f"`harness --rewind {session_id} --undo` to put the files back.")
+    to = mark.message
+    reached("roll-forward")
+    fork_id: str | None = None
+    try:
+        if to in {m.number for m in store.user_messages(session_id)}:
+            fork_id = store.rewind(session_id, to).fork_id
+            reached("roll-forward-rewound")
+        objects.marks.add(session_id, "conversation", to, mark.root,
+                          detail={"files_rewind": mark.seq, "fork": fork_id,
+                                  "rolled_forward": True}, durable=True)
+    except HarnessError as exc:
+        raise RestoreFailed(
+            f"A rewind of session {session_id} to message {to} was interrupted after its "
+            f"files were rewound, and its conversation could not be rewound now ({exc}). It "
+            f"is tried again at the next open; `harness --rewind {session_id} --undo` puts "
+            "the files back instead.",
+            rolled_back=False,
+        ) from None
+    return RolledForward(session_id, to, fork_id)
 
 
-__all__ = ["Ancestor", "RestoreFailed", "RewindPlan", "Rewound", "apply_rewind",
-           "finish_unfinished", "lineage", "marks_of", "message_marks", "plan_rewind",
-           "plan_undo", "record_conversation", "unfinished"]
+__all__ = ["Ancestor", "RestoreFailed", "RewindPlan", "Rewound", "RolledForward",
+           "apply_rewind", "lineage", "marks_of", "message_marks", "plan_rewind", "plan_undo",
+           "record_conversation", "roll_forward"]

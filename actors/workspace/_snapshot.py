@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from actors.core.errors import StorageError, ToolFailed
 from actors.tools._sandbox import Sandbox
+from actors.workspace._crashpoints import reached
 from actors.workspace._ignore import Rules
 from actors.workspace._objects import BLOB, TREE, ObjectStore
 from actors.workspace._statcache import RACY, RACY_NS, DirState, Key, Listing, StatCache
@@ -184,6 +185,7 @@ class Snapshotter:
         self._build(root)
         if root.tree != cache.root or now - cache.used_at > TOUCH_EVERY:
             self._flush(touch=[root.tree], final=True)
+        reached("snapshot")
         self._remember(root)
         cache.root = root.tree
         cache.used_at = now

@@ -18,7 +18,9 @@ through its inbox with a :class:`WorkspaceClient`:
 
 Opening the workspace (reading the stat cache), finishing a rewind that a crash cut short,
 and once a day the collection of what no session needs (:mod:`._housekeeping`) happen in the
-keeper's task after it has started, so the prompt never waits for them.
+keeper's task after it has started, so the prompt never waits for them (the conversation
+half of an interrupted rewind of both is finished before, at the session's open, before its
+context is read: :func:`actors.runtime.rewind.finish_interrupted`).
 Snapshots are a safety net, never a reason to stop a turn: when one cannot be taken (a full
 disk, an unreadable project), the front end is told once and the turn goes on; requests are
 then answered ``None``.
@@ -50,6 +52,7 @@ from actors.core.events import EventSink, Notice
 from actors.core.mailbox import answer, ask
 from actors.workspace._calls import call_lines, call_summary, calls_changing_files
 from actors.workspace._housekeeping import DEFAULT_RETENTION_DAYS, collect, due
+from actors.workspace._objects import ObjectStore
 from actors.workspace._rewind import (
     RewindPlan,
     Rewound,
@@ -58,7 +61,6 @@ from actors.workspace._rewind import (
     plan_rewind,
     plan_undo,
     record_conversation,
-    unfinished,
 )
 from actors.workspace._snapshot import KeptOut, Limits, SnapshotStopped
 from actors.workspace._tree import Change
@@ -239,7 +241,11 @@ class WorkspaceKeeper:
         limits: Limits | None = None,
         enabled: bool = True,
         retention_days: float = DEFAULT_RETENTION_DAYS,
+        objects: ObjectStore | None = None,
     ) -> None:
+        """``objects``: the object store already opened for this session (at its open, to
+        finish an interrupted rewind first: :func:`actors.runtime.rewind.finish_interrupted`);
+        the keeper owns it from here and closes it."""
         self._project = project
         self._memory_dir = memory_dir
         self._store = store
@@ -248,6 +254,7 @@ class WorkspaceKeeper:
         self._limits = limits
         self._enabled = enabled
         self._retention_days = retention_days
+        self._objects = objects
         self._state = _State()
 
     async def run(
@@ -282,6 +289,9 @@ class WorkspaceKeeper:
             finally:
                 with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
                     await anyio.to_thread.run_sync(self._close)
+                    if self._objects is not None:  # handed over, never opened (snapshots off)
+                        objects, self._objects = self._objects, None
+                        await anyio.to_thread.run_sync(objects.close)
 
     # -- in the keeper's task -------------------------------------------------------------
 
@@ -381,7 +391,9 @@ class WorkspaceKeeper:
     # -- in worker threads (one at a time: the keeper waits for each) ---------------------
 
     def _open_blocking(self) -> str | None:
-        objects = open_objects(self._memory_dir, self._store)
+        objects, self._objects = self._objects, None
+        if objects is None:
+            objects = open_objects(self._memory_dir, self._store)
         try:
             workspace = Workspace(self._project, self._memory_dir, objects,
                                   limits=self._limits, protected=[self._store.memory_dir])
@@ -395,11 +407,7 @@ class WorkspaceKeeper:
         recovered = workspace.recover(lambda entry: objects.marks.rewind_recorded(entry.id))
         if due(objects):  # once a day: deleted sessions' and expired snapshots go
             collect(objects, self._store.exists, retention_days=self._retention_days)
-        said = [str(recovered)] if recovered is not None else []
-        half = unfinished(workspace, self._session_id)
-        if half is not None:
-            said.append(half)
-        return "\n".join(said) or None
+        return str(recovered) if recovered is not None else None
 
     def _message_number(self) -> int:
         return int(self._store.info(self._session_id).transcript_messages)
