@@ -3,17 +3,27 @@ server, real tools and real shell commands in a tmp project, on asyncio and trio
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import anyio
 import pytest
 
 from actors.core.config import Mode
-from actors.core.events import Notice, ToolCallFinished, ToolCallStarted
+from actors.core.events import EventSink, Notice, ToolCallFinished, ToolCallStarted
+from actors.core.ids import new_session_id
+from actors.core.mailbox import ask
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.workspace import JournalEntry, Workspace, open_objects
 from actors.workspace._diff import Trees
+from actors.workspace.keeper import (
+    Request,
+    SnapshotRequest,
+    Taken,
+    WorkspaceClient,
+    WorkspaceKeeper,
+)
 from tests.runtime import running, settings_for, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -262,3 +272,48 @@ async def test_the_supervisor_rewinds_files_then_the_conversation(tmp_path: Path
     kinds = [m.kind for m in objects.marks.of_session(session)]
     objects.close()
     assert kinds[-2:] == ["rewind", "conversation"]  # both halves recorded
+
+
+async def test_a_before_asked_right_after_a_walk_is_that_walk_and_later_ones_walk(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.txt").write_text("a\n")
+    memory = tmp_path / "memory"
+    store = SessionStore(memory)
+    session = new_session_id()
+    store.create_session(session, [{"role": "system", "content": "s"}],
+                         project_root=str(project))
+    send, receive = anyio.create_memory_object_stream[Request](8)
+    keeper = WorkspaceKeeper(project=project, memory_dir=memory, store=store,
+                             session_id=session, events=EventSink(None))
+
+    async def before(call_id: str, asked_at: float) -> Taken | None:
+        taken: Taken | None = await ask(send, lambda reply: SnapshotRequest(
+            "before", call_id, "run_bash", 0, reply, asked_at=asked_at), "keeper")
+        return taken
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(keeper.run, receive)
+        client = WorkspaceClient(send)
+        first = await client.snapshot("after", "c0", "run_bash")
+        assert first is not None and first.seconds > 0
+        (project / "a.txt").write_text("by hand\n")
+        # Asked as the next call of a batch is (at once): the last walk again, no walk.
+        reused = await before("c1", asked_at=0.0)
+        assert reused is not None and (reused.root, reused.seconds) == (first.root, 0.0)
+        after = await client.snapshot("after", "c1", "run_bash")
+        assert after is not None  # the edit in the gap is told with the call, not lost
+        assert [c.path for c in after.changes] == ["a.txt"]
+        (project / "b.txt").write_text("b\n")
+        # Asked longer after the last walk than it took (a model's answer, an approval).
+        walked = await before("c2", asked_at=time.monotonic() + 3600)
+        assert walked is not None and walked.root != after.root and walked.seconds > 0
+        client.close()
+    objects = open_objects(memory)
+    kinds = [(m.kind, m.call_id, m.root) for m in objects.marks.of_session(session)]
+    objects.close()
+    assert kinds == [("after", "c0", first.root), ("before", "c1", first.root),
+                     ("after", "c1", after.root), ("before", "c2", walked.root)]
+    store.close()

@@ -16,6 +16,13 @@ through its inbox with a :class:`WorkspaceClient`:
   the call created, changed and deleted; the executor tells the front end what a shell
   command changed after its result (the keeper does, for an interrupted one).
 
+A ``before`` asked no later after the previous walk ended than that walk took (the next
+call of a batch, run without asking the user) is that walk's snapshot again, without a
+walk of its own: nothing of the harness changed the files in between, and an edit by hand
+in so short a gap is as likely as one during the walk itself, which no snapshot can place
+either. Any other ``before`` (after the model thought, after an approval was asked, after a
+rewind) walks the tree.
+
 Opening the workspace (reading the stat cache), finishing a rewind that a crash cut short,
 and once a day the collection of what no session needs (:mod:`._housekeeping`) happen in the
 keeper's task after it has started, so the prompt never waits for them (the conversation
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +101,7 @@ class SnapshotRequest:
     tool: str = ""
     message: int = 0  # the session's message number (0: the keeper looks it up)
     reply: MemoryObjectSendStream[Taken | HarnessError | None] | None = None
+    asked_at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -225,6 +234,8 @@ class _State:
     before: dict[str, tuple[bytes, int]] = field(default_factory=dict)  # call id -> its
     # "before" root and message number
     warned: set[str] = field(default_factory=set)
+    walked: tuple[float, float, bytes] | None = None  # the last walk of this run: when it
+    # ended (time.monotonic()), what it took, its root (None: none, or a rewind came after)
 
 
 class WorkspaceKeeper:
@@ -416,24 +427,32 @@ class WorkspaceKeeper:
         state = self._state
         workspace = state.workspace
         assert workspace is not None
-        snap = workspace.snapshot(stop=stop)
+        walked = state.walked
+        kept_out: tuple[KeptOut, ...]
+        if (request.kind == "before" and walked is not None
+                and request.asked_at - walked[0] <= walked[1]):
+            root, kept_out, seconds = walked[2], (), 0.0  # see the module doc
+        else:
+            snap = workspace.snapshot(stop=stop)
+            root, kept_out, seconds = snap.root, snap.kept_out, snap.seconds
+            state.walked = (time.monotonic(), snap.seconds, snap.root)
         since, number = state.last_root, request.message
         if request.kind == "after" and request.call_id in state.before:
             since, number = state.before.pop(request.call_id)
         if not number:  # "before": the batch's assistant message is the latest one saved
             number = self._message_number()
-        changes = tuple(workspace.diff(since, snap.root)) if since != snap.root else ()
+        changes = tuple(workspace.diff(since, root)) if since != root else ()
         workspace.objects.marks.add(
-            self._session_id, request.kind, number, snap.root, call_id=request.call_id,
+            self._session_id, request.kind, number, root, call_id=request.call_id,
             changes=changes if request.kind == "after" else (),
             detail={"tool": request.tool} if request.tool else None,
         )
         if request.kind == "before":
-            state.before[request.call_id] = (snap.root, number)
-        state.last_root = snap.root
+            state.before[request.call_id] = (root, number)
+        state.last_root = root
         if request.kind == "message":  # ~10 ms at 10,000 files: once a turn, not per call
             workspace.save_cache()  # (a cache lost to a kill -9 costs one slower snapshot)
-        return Taken(snap.root, number, changes, snap.kept_out, snap.seconds)
+        return Taken(root, number, changes, kept_out, seconds)
 
     async def _conversation_done(self, request: ConversationRewound) -> bool | HarnessError:
         workspace = self._state.workspace
@@ -455,6 +474,7 @@ class WorkspaceKeeper:
             if to:
                 return plan_rewind(workspace, self._session_id, to, ancestors)
             return plan_undo(workspace, self._session_id, ancestors)
+        self._state.walked = None  # the files change under the last walk
         done = apply_rewind(workspace, plan, with_conversation=with_conversation)
         self._state.last_root = done.mark.root
         workspace.save_cache()
