@@ -19,6 +19,11 @@ each the median of ``--runs``:
   10th turn, a snapshot (commit) per turn; the bytes of the workspace store file against the
   shadow repository's objects (``du`` of the .git directory, loose objects as git leaves them,
   and after ``git gc``), and against the tree's own size.
+- **per tool call**: what a side-effecting call waits for, through the real workspace keeper
+  (its ``before`` and ``after`` snapshots and their marks, a session store beside it), the call
+  itself changing one file: a call on its own (the model thought before it: both snapshots
+  walk the tree) and the next call of a batch (asked at once: its ``before`` is the last
+  walk's).
 
 The files are aged past the racily-clean window before the first measurement (a file written
 within 2 s of a snapshot is read again by the next one, as git does).
@@ -39,7 +44,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
+
+from actors.core.events import EventSink
+from actors.core.ids import new_session_id
+from actors.store import SessionStore
 from actors.workspace import Workspace, open_objects
+from actors.workspace.keeper import Request, WorkspaceClient, WorkspaceKeeper
 
 WORDS = ["def", "class", "return", "import", "self", "value", "result", "data", "print", "for",
          "in", "if", "else", "while", "try", "except", "with", "open", "path", "name", "items",
@@ -133,6 +144,47 @@ class Shadow:
 
     def gc(self) -> None:
         subprocess.run(["git", "gc", "-q"], env=self.env, check=True, cwd=self.project)
+
+
+def per_call(project: Path, memory: Path, paths: list[Path], rng: random.Random,
+             runs: int) -> dict[str, float]:
+    """The median ms a side-effecting call waits for its snapshots (see the module doc)."""
+    store = SessionStore(memory)
+    session = new_session_id()
+    store.create_session(session, [{"role": "system", "content": "benchmark"}],
+                         project_root=str(project))
+    alone: list[float] = []
+    batch: list[float] = []
+
+    async def call(client: WorkspaceClient, call_id: str) -> float:
+        start = time.perf_counter()
+        await client.snapshot("before", call_id, "write_file")
+        waited = time.perf_counter() - start
+        path = rng.choice(paths)  # what the call does (not timed)
+        path.write_text(_text(rng, rng.randint(200, 8000)) + call_id)
+        start = time.perf_counter()
+        await client.snapshot("after", call_id, "write_file")
+        return (waited + time.perf_counter() - start) * 1000
+
+    async def go() -> None:
+        send, receive = anyio.create_memory_object_stream[Request](8)
+        keeper = WorkspaceKeeper(project=project, memory_dir=memory, store=store,
+                                 session_id=session, events=EventSink(None))
+        async with anyio.create_task_group() as tg:
+            await tg.start(keeper.run, receive)
+            client = WorkspaceClient(send)
+            await client.snapshot("message")  # the keeper has opened the workspace
+            for i in range(runs):
+                await anyio.sleep(0.3)  # the model thinks: the last walk is long past
+                alone.append(await call(client, f"alone{i}"))
+                batch.append(await call(client, f"batch{i}"))  # the next call, at once
+            client.close()
+
+    try:
+        anyio.run(go)
+    finally:
+        store.close()
+    return {"alone": statistics.median(alone), "batch": statistics.median(batch)}
 
 
 CPU: dict[str, float] = {}  # the same figures in CPU time (this process: user + system)
@@ -233,6 +285,7 @@ def main() -> None:
         after_git = du(shadow_dir)
         shadow.gc()
         after_gc = du(shadow_dir)
+        results["per_call_ms"] = per_call(project, memory, paths, rng, args.runs)
         results["storage"] = {
             "workspace_bytes_before": before["workspace"], "workspace_bytes_after": after_ws,
             "git_bytes_before": before["git"], "git_bytes_after": after_git,
@@ -264,6 +317,10 @@ def main() -> None:
           f"{s['git_bytes_after'] / mb:>13.2f} MB"
           f"  (git after gc: {s['git_bytes_after_gc'] / mb:.2f} MB)")
     print(f"{'  snapshot per turn':28} {s['turn_snapshot_median_ms']:>9.1f} ms")
+    calls = results["per_call_ms"]
+    print("a write_file waits for its before and after snapshots (one file changed): "
+          f"{calls['alone']:.1f} ms on its own, {calls['batch']:.1f} ms as the next call of a "
+          "batch")
     print("CPU time of the snapshots (user + system, median): " + ", ".join(
         f"{name} {ms:.1f} ms" for name, ms in CPU.items() if name))
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
