@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import time
 
 STILL_RUNNING = "The command (process group {pgid}) was still running; stopped."
@@ -37,7 +36,7 @@ def this_host() -> str:
     boot = ""
     with contextlib.suppress(OSError), open(_BOOT_ID, encoding="ascii") as f:
         boot = f.read().strip()
-    return f"{socket.gethostname()}/{boot}"
+    return f"{os.uname().nodename}/{boot}"  # gethostname(), without importing socket
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -101,6 +100,8 @@ def pad_if_truncated(db_path: Path) -> str | None:
     pages = int.from_bytes(header[28:32], "big")
     if header[92:96] != header[24:28] or page_size < 512 or pages * page_size <= size:
         return None
+    import shutil  # here only: with its compressors it cost every start a few milliseconds
+
     backup = db_path.with_name(f"{db_path.name}.truncated-{timestamp().replace(':', '')}")
     shutil.copyfile(db_path, backup)
     os.chmod(backup, 0o600)

@@ -18,7 +18,6 @@ import errno
 import fcntl
 import json
 import os
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,7 +44,7 @@ def _holder_of(fd: int) -> str | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     host = info.get("host")
-    if host and host != socket.gethostname():
+    if host and host != os.uname().nodename:
         return f"pid {pid} on {host}"
     return f"pid {pid}"
 
@@ -63,7 +62,7 @@ def _acquire(path: Path, session_id: str) -> int:
         if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             raise SessionLocked(session_id, holder) from None
         raise StorageError(f"Cannot lock {path}: {exc.strerror}") from exc
-    record = json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode()
+    record = json.dumps({"pid": os.getpid(), "host": os.uname().nodename}).encode()
     with contextlib.suppress(OSError):  # the pid is a courtesy for error messages
         os.ftruncate(fd, 0)
         os.pwrite(fd, record, 0)
