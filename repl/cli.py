@@ -8,6 +8,7 @@ type produces a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ from actors.core.config import (
 from actors.core.errors import HarnessError, UsageError
 from actors.store import Store
 from actors.store import open_store as open_backend
-from repl import session_commands
+from repl import session_commands, startup
 from repl.resume_target import PICK
 
 DESCRIPTION = """\
@@ -54,6 +55,26 @@ exit status: 0 answered (or the command worked); 1 the turn failed, was interrup
 stopped by a limit, or the store failed; 2 a usage mistake (a bad flag, an unknown, ambiguous,
 locked or archived session); 130 interrupted before anything ran."""
 
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's width (the terminal's columns less 2, ``$COLUMNS`` first, 80 unknown),
+    worked out without ``shutil``: argparse imports it, with its compressors, for every
+    argument added, and no command but ``--help`` prints with it."""
+
+    def __init__(self, prog: str, **kwargs: Any) -> None:
+        if kwargs.get("width") is None:
+            try:
+                columns = int(os.environ.get("COLUMNS", ""))
+            except ValueError:
+                columns = 0
+            if columns <= 0 and sys.__stdout__ is not None:
+                try:
+                    columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+                except (AttributeError, ValueError, OSError):
+                    columns = 0
+            kwargs["width"] = (columns if columns > 0 else 80) - 2
+        super().__init__(prog, **kwargs)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -121,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="harness",
         description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
     )
     parser.add_argument("--version", action=_Version)
     run = parser.add_argument_group("running the agent")
@@ -428,11 +449,20 @@ def _flag(dest: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    startup.pause()  # until the start is over (repl/startup.py)
+    try:
+        return _main(argv)
+    finally:
+        startup.resume()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         _check_combinations(args)
         settings = settings_from(args)
         if args.doctor:
+            startup.resume()
             checked = session_commands.doctor(settings.memory_dir, repair=args.repair,
                                               store_url=settings.store_url)
             from repl.files_report import doctor_snapshots
@@ -441,6 +471,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         store = open_store(settings)
         try:
             resolve_ids(args, store)
+            if any(getattr(args, c) not in (None, False) for c in _SESSION_COMMANDS):
+                startup.resume()  # the command's own work is not the start's
             status = run_session_command(args, store, settings)
             if status is not None:
                 return status

@@ -17,6 +17,7 @@ from actors.core.config import Settings
 from actors.core.errors import UsageError
 from actors.model import base_url_problem
 from actors.store import Store
+from repl import startup
 from repl.resume_target import PICK
 
 # The supervisor, print mode and the REPL are imported when they run, so that the resume
@@ -86,6 +87,7 @@ def run_agent(args: argparse.Namespace, settings: Settings, store: Store) -> int
     if problem is not None:
         raise UsageError(problem)
     if args.compact_id:
+        startup.resume()
         return anyio.run(partial(compact_session, settings, store, args.compact_id),
                          backend=_backend())
     prompt = _prompt_from(args)
@@ -93,6 +95,7 @@ def run_agent(args: argparse.Namespace, settings: Settings, store: Store) -> int
         raise UsageError("--output-format goes with -p PROMPT (or a prompt piped on stdin).")
     resume = args.resume
     if resume == PICK:
+        startup.resume()  # the picker waits for the user
         resume = _picked(args, settings, store)
         if resume is None:
             print("No session chosen.", flush=True)
@@ -100,6 +103,7 @@ def run_agent(args: argparse.Namespace, settings: Settings, store: Store) -> int
     if prompt is not None:
         from repl.print_mode import run_print_mode
 
+        startup.resume()
         return anyio.run(
             partial(run_print_mode, settings, store, prompt, resume=resume,
                     continue_latest=args.continue_, output_format=output_format),

@@ -18,12 +18,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import os
 import sys
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -37,15 +39,10 @@ from actors.core.config import Settings
 from actors.core.events import ApprovalRequest, Denied, Event, SessionOpened
 from actors.runtime.supervisor import Supervisor
 from actors.store import Store
-from repl.interactive.approvals import choices, covered, parse_answer, rule_for
-from repl.interactive.attachments import attach
+from repl import startup
 from repl.interactive.command_context import CommandContext, ExitRequested, SwitchSession
-from repl.interactive.commands import command_name, run_command
 from repl.interactive.completion import HarnessCompleter
-from repl.interactive.diff import change_lines
-from repl.interactive.keys import TurnKeys
 from repl.interactive.markdown import preload
-from repl.interactive.pager import show_long
 from repl.interactive.project_files import ProjectFiles
 from repl.interactive.render import Renderer
 from repl.interactive.replay import replay_lines
@@ -54,6 +51,12 @@ from repl.interactive.sanitize import sanitize
 from repl.interactive.terminal import Capabilities
 from repl.interactive.view import SessionView
 from repl.signals import RunSignals, run_signals
+
+if TYPE_CHECKING:
+    from repl.interactive.keys import TurnKeys
+
+# What only a turn, a question or a command uses (approvals, attachments, diffs, the keys of
+# a turn, the commands, the pager) is imported there, not before the first prompt.
 
 HISTORY_FILE = "history"
 
@@ -111,7 +114,7 @@ class Repl:
             refresh_interval=0.5,
             enable_history_search=False,
         )
-        self._yes_no: PromptSession[str] = PromptSession(key_bindings=self._question_bindings())
+        self._yes_no: PromptSession[str] | None = None  # made at the first question
         self.session.default_buffer.on_text_changed += self._disarm_exit
 
     def _disarm_exit(self, _: object) -> None:
@@ -172,6 +175,8 @@ class Repl:
         aborted). Keys typed before it appeared never answer it."""
         pause = self._keys.paused() if self._keys is not None else contextlib.nullcontext()
         async with pause:
+            if self._yes_no is None:
+                self._yes_no = PromptSession(key_bindings=self._question_bindings())
             try:
                 return await self._yes_no.prompt_async(question, handle_sigint=False)
             except (KeyboardInterrupt, EOFError):
@@ -180,6 +185,9 @@ class Repl:
 
     async def _approve(self, request: ApprovalRequest) -> bool | Denied:
         """Answer an approval: a standing approval, or the user's answer to the change shown."""
+        from repl.interactive.approvals import choices, covered, parse_answer, rule_for
+        from repl.interactive.diff import change_lines
+
         rule = None if request.asks else covered(self.view.approvals, request.tool,
                                                  request.arguments)
         description = sanitize(request.description)
@@ -250,6 +258,7 @@ class Repl:
 
     async def loop(self, first: str | None = None) -> None:
         if first is not None:  # harness PROMPT: the first message, sent at once
+            startup.resume()
             print(f"You: {first}", flush=True)
             await self.turn(first)
         while True:
@@ -258,13 +267,16 @@ class Repl:
                 draft, self._draft = self._draft, ""
                 with patch_stdout(raw=True):
                     text = await self.session.prompt_async("You: ", handle_sigint=False,
-                                                           default=draft)
+                                                           default=draft,
+                                                           pre_run=self._after_draw)
             except EOFError:
                 return
             except KeyboardInterrupt:
                 continue
             if not text.strip():
                 continue
+            from repl.interactive.commands import command_name
+
             if command_name(text) is not None:
                 await self.command(text)
                 if self._leaving:
@@ -272,9 +284,17 @@ class Repl:
                 continue
             await self.turn(text)
 
+    def _after_draw(self) -> None:
+        """Called as each prompt starts; once it is drawn (the loop's next step), the start
+        is over (repl/startup.py)."""
+        asyncio.get_running_loop().call_soon(startup.resume)
+
     async def command(self, text: str) -> None:
         """Run a backslash command; Ctrl-C stops waiting for it (a compaction then goes on
         in the background)."""
+        from repl.interactive.commands import run_command
+        from repl.interactive.pager import show_long
+
         reply = None
         try:
             with anyio.CancelScope() as self._command:
@@ -301,8 +321,12 @@ class Repl:
     async def turn(self, text: str) -> None:
         """One message: ``@path`` attached, the turn run with the status line and the keys
         read; what was typed meanwhile goes to the next prompt."""
+        from repl.interactive.keys import TurnKeys
+
         sent, shown = text, None
         if "@" in text:
+            from repl.interactive.attachments import attach
+
             attached = await anyio.to_thread.run_sync(attach, text, self._files)
             for note in attached.notes:
                 print(self.caps.style("dim", f"  {sanitize(note)}"), flush=True)
