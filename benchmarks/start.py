@@ -8,9 +8,13 @@ Run from the repository root::
     python benchmarks/start.py --tree /path/to/other/checkout   # side by side with another tree
 
 * **REPL to the first prompt**: ``python -m repl --base-url URL`` in a pseudo-terminal
-  (pexpect, 40x160), against the scripted chat-completions server of the tests, in a fresh
-  memory directory; the time from the spawn until ``You:`` is on the screen. Beside it, the
-  floor: ``python -c "print('You:')"`` in the same pseudo-terminal.
+  (pexpect, 40x160), against the scripted chat-completions server of the tests, with the
+  memory directory of the runs before (a user's start: the store and the workspace's
+  database exist; each run's empty session is removed as it exits); the time from the spawn
+  until ``You:`` is on the screen after the greeting. Beside it, the floor:
+  ``python -c "print('You:')"`` in the same pseudo-terminal.
+* **REPL to the first prompt, first start**: the same in a new memory directory each run
+  (the store and its schema are created first).
 * **--list-sessions at 2,000 sessions**: the whole process, ``python -m repl --list-sessions``
   over a store of 2,000 saved sessions (four messages each), until it exits.
 * **--resume of a 20,000-message session** (``--resume-messages``): the REPL resuming a session
@@ -177,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     trees = [REPO, *(t.resolve() for t in args.tree)]
     samples: dict[str, dict[str, list[float]]] = {
-        str(t): {"prompt": [], "list": [], "resume": [], "rss": []} for t in trees}
+        str(t): {"prompt": [], "first": [], "list": [], "resume": [], "rss": []} for t in trees}
     floor: list[float] = []
     failures: list[str] = []
     names = ["this tree" if t == REPO else t.name for t in trees]
@@ -221,17 +225,23 @@ def main(argv: list[str] | None = None) -> int:
                 floor.append(seconds)
             for tree in trees:
                 label = names[trees.index(tree)]
+                repl = [python, "-m", "repl", "--base-url", server.base_url]
+                kept = work / f"kept-{trees.index(tree)}" / "memory"  # made by the warm-up
+                kept.mkdir(parents=True, exist_ok=True)
+                prompt = take(run, label, "REPL to the first prompt", partial(
+                    to_prompt, repl, _env(tree, kept), work))
                 fresh = work / f"fresh-{run}-{trees.index(tree)}" / "memory"
                 fresh.mkdir(parents=True)
-                prompt = take(run, label, "REPL to the first prompt", partial(
-                    to_prompt, [python, "-m", "repl", "--base-url", server.base_url],
-                    _env(tree, fresh), work))
+                first = take(run, label, "REPL to the first prompt, first start", partial(
+                    to_prompt, repl, _env(tree, fresh), work))
                 listing = take(run, label, "--list-sessions", partial(
                     whole_process, [python, "-m", "repl", "--list-sessions"],
                     _env(tree, listed[tree]), work))
                 if run >= 0:
                     if prompt is not None:
                         samples[str(tree)]["prompt"].append(prompt)
+                    if first is not None:
+                        samples[str(tree)]["first"].append(first)
                     if listing is not None:
                         samples[str(tree)]["list"].append(listing)
                 if tree in big and run in (-1, 0, 1, 2):  # a few: each rewrites the session
@@ -256,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     alone = f"{1000 * statistics.median(floor):.0f} ms" if floor else "failed"
     print("| REPL to the first prompt | " + " | ".join(cell(t, "prompt", "ms") for t in trees)
           + f" | {alone} |")
+    print("| REPL to the first prompt, first start (new memory directory) | "
+          + " | ".join(cell(t, "first", "ms") for t in trees) + " | |")
     print(f"| --list-sessions, {SESSIONS:,} sessions (whole process) | "
           + " | ".join(cell(t, "list", "ms") for t in trees) + " | |")
     if args.resume_messages:
