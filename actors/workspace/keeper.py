@@ -25,7 +25,9 @@ rewind) walks the tree.
 
 Opening the workspace (reading the stat cache), finishing a rewind that a crash cut short,
 and once a day the collection of what no session needs (:mod:`._housekeeping`) happen in the
-keeper's task after it has started, so the prompt never waits for them (the conversation
+keeper's task after it has started, :data:`OPEN_DELAY` later or at its first request if
+that comes sooner (which then waits for them), so the prompt never waits for them, nor
+shares the interpreter with them while it is drawn (the conversation
 half of an interrupted rewind of both is finished before, at the session's open, before its
 context is read: :func:`actors.runtime.rewind.finish_interrupted`).
 Snapshots are a safety net, never a reason to stop a turn: when one cannot be taken (a full
@@ -79,6 +81,7 @@ if TYPE_CHECKING:
 
 SNAPSHOT_TOOLS = frozenset({"write_file", "edit_file", "run_bash"})
 CLEANUP_SECONDS = 10
+OPEN_DELAY = 0.3  # seconds after the keeper starts before it opens: the prompt is up by then
 Kind = Literal["message", "before", "after"]
 SHOWN_PATHS = 6  # paths named in a notice of what a command changed
 
@@ -277,26 +280,19 @@ class WorkspaceKeeper:
         async with inbox:
             task_status.started()
             try:
+                first: Request | None = None
                 if self._enabled:
+                    # Not while the prompt is drawn: opening reads the project's stat cache
+                    # (and may finish a rewind) in a thread that would hold the interpreter
+                    # meanwhile. A request that comes sooner opens it at once.
+                    with anyio.move_on_after(OPEN_DELAY):
+                        with contextlib.suppress(anyio.EndOfStream):
+                            first = await inbox.receive()
                     await self._open()
+                if first is not None:
+                    await self._handle(first)
                 async for request in inbox:
-                    if isinstance(request, PlanRewind):
-                        await answer(request.reply, await self._rewind(request.to, None))
-                        continue
-                    if isinstance(request, ApplyRewind):
-                        await answer(request.reply, await self._rewind(
-                            0, request.plan, request.with_conversation))
-                        continue
-                    if isinstance(request, ConversationRewound):
-                        await answer(request.reply, await self._conversation_done(request))
-                        continue
-                    if isinstance(request, FilesReport):
-                        await answer(request.reply,
-                                     await self._report(request.diff, request.summary))
-                        continue
-                    result = await self._serve(request) if self._state.workspace else None
-                    if request.reply is not None:
-                        await answer(request.reply, result)
+                    await self._handle(request)
             finally:
                 with anyio.move_on_after(CLEANUP_SECONDS, shield=True):
                     await anyio.to_thread.run_sync(self._close)
@@ -305,6 +301,21 @@ class WorkspaceKeeper:
                         await anyio.to_thread.run_sync(objects.close)
 
     # -- in the keeper's task -------------------------------------------------------------
+
+    async def _handle(self, request: Request) -> None:
+        if isinstance(request, PlanRewind):
+            await answer(request.reply, await self._rewind(request.to, None))
+        elif isinstance(request, ApplyRewind):
+            await answer(request.reply, await self._rewind(
+                0, request.plan, request.with_conversation))
+        elif isinstance(request, ConversationRewound):
+            await answer(request.reply, await self._conversation_done(request))
+        elif isinstance(request, FilesReport):
+            await answer(request.reply, await self._report(request.diff, request.summary))
+        else:
+            result = await self._serve(request) if self._state.workspace else None
+            if request.reply is not None:
+                await answer(request.reply, result)
 
     async def _open(self) -> None:
         try:
