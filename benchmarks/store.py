@@ -801,7 +801,7 @@ def bench_peers(cfg: Config, work: Path, trees: list[tuple[str, Path]],
                 if i:
                     samples[peer.name][n].append(seconds)
     largest = cfg.sizes[-1]
-    _log(f"resume: load_session + recover of the {largest:,}-message session, then a save")
+    _log(f"resume of the {largest:,}-message session, then a save; load_session")
     resumes: dict[str, list[dict[str, float]]] = {c.label: [] for c in children}
     for _ in range(cfg.resumes):
         for child in children:

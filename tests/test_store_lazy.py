@@ -21,7 +21,7 @@ from actors.core.messages import (
     shape_of,
     tool_result,
 )
-from actors.core.stored import Row, StoredMessages
+from actors.core.stored import StoredMessages, row
 
 
 def reference_repair(messages: list[Message]) -> list[Message]:
@@ -65,7 +65,7 @@ MESSAGES = st.one_of(
 
 def stored(messages: list[Message]) -> StoredMessages:
     """``messages`` as a resume reads them: rows with their saved facts, unparsed."""
-    return StoredMessages([Row(encode(m), shape_of(m), estimate_message(m)) for m in messages],
+    return StoredMessages([row(encode(m), shape_of(m), estimate_message(m)) for m in messages],
                           lambda text, _position: json.loads(text))
 
 

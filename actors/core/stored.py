@@ -26,17 +26,16 @@ from typing import Any, overload
 from actors.core.budget import estimate_message
 from actors.core.messages import Facts, Message, encode, facts_of, facts_of_shape
 
+TEXT, SHAPE, TOKENS, MESSAGE = range(4)
+_PLAIN: Facts = (False, None, ())  # the facts of most messages
 
-class Row:
-    """One stored message: its JSON until parsed, then the parsed dict (shared by copies)."""
 
-    __slots__ = ("message", "shape", "text", "tokens")
-
-    def __init__(self, text: str, shape: str | None, tokens: int | None) -> None:
-        self.text: str | None = text
-        self.shape = shape
-        self.tokens = tokens
-        self.message: Message | None = None
+def row(text: str, shape: str | None, tokens: int | None) -> list[Any]:
+    """A stored message not parsed yet: ``[text, shape, tokens, message]``, its JSON until
+    parsed (then None) and the parsed dict once parsed (until then None), shared by every
+    copy of a sequence. A list rather than an object of its own: a resume makes tens of
+    thousands of them, and a list display costs a fraction of a call to ``__init__``."""
+    return [text, shape, tokens, None]
 
 
 class StoredMessages(MutableSequence[Message]):
@@ -46,10 +45,10 @@ class StoredMessages(MutableSequence[Message]):
 
     def __init__(
         self,
-        items: Iterable[Message | Row] = (),
+        items: Iterable[Message | list[Any]] = (),
         parse: Callable[[str, int], Message] | None = None,
     ) -> None:
-        self._items: list[Message | Row] = list(items)
+        self._items: list[Message | list[Any]] = list(items)
         self._parse = parse
 
     # -- reading without parsing ----------------------------------------------------------
@@ -58,11 +57,13 @@ class StoredMessages(MutableSequence[Message]):
         """The pairing rule's facts of every message, in order; a row is parsed only when
         its facts were not saved with it."""
         for position, item in enumerate(self._items):
-            if type(item) is Row:
-                if item.message is not None:
-                    yield facts_of(item.message)
-                elif item.shape is not None:
-                    yield facts_of_shape(item.shape)
+            if type(item) is list:
+                if item[MESSAGE] is not None:
+                    yield facts_of(item[MESSAGE])
+                elif item[SHAPE] == "":
+                    yield _PLAIN
+                elif item[SHAPE] is not None:
+                    yield facts_of_shape(item[SHAPE])
                 else:
                     yield facts_of(self._message(position, item))
             else:
@@ -73,9 +74,9 @@ class StoredMessages(MutableSequence[Message]):
         saved with the rows where they are."""
         total = 0
         for position, item in enumerate(self._items):
-            if type(item) is Row:
-                if item.tokens is not None:
-                    total += item.tokens
+            if type(item) is list:
+                if item[TOKENS] is not None:
+                    total += item[TOKENS]
                 else:
                     total += estimate_message(self._message(position, item))
             else:
@@ -85,22 +86,21 @@ class StoredMessages(MutableSequence[Message]):
     def text(self, position: int) -> str:
         """The canonical JSON of one message (as stored; encoded if it was given)."""
         item = self._items[position]
-        if type(item) is Row:
-            if item.text is not None:
-                return item.text
-            assert item.message is not None
-            return encode(item.message)
+        if type(item) is list:
+            if item[TEXT] is not None:
+                return str(item[TEXT])
+            return encode(item[MESSAGE])
         return encode(item)  # type: ignore[arg-type]
 
     def is_message(self, position: int, message: object) -> bool:
         """Whether ``message`` is the very dict at ``position`` (nothing is parsed: a row
         not yet read cannot be a dict someone holds)."""
         item = self._items[position]
-        return item is message or (type(item) is Row and item.message is message)
+        return item is message or (type(item) is list and item[MESSAGE] is message)
 
     def parsed(self) -> int:
         """How many messages are dicts now (for tests and benchmarks)."""
-        return sum(type(i) is not Row or i.message is not None for i in self._items)
+        return sum(type(i) is not list or i[MESSAGE] is not None for i in self._items)
 
     def copy(self) -> StoredMessages:
         """Another sequence of the same messages (rows shared: parsed once for both)."""
@@ -108,14 +108,14 @@ class StoredMessages(MutableSequence[Message]):
 
     # -- the sequence ---------------------------------------------------------------------
 
-    def _message(self, position: int, row: Row) -> Message:
-        if row.message is None:
-            assert row.text is not None
+    def _message(self, position: int, item: list[Any]) -> Message:
+        message: Message | None = item[MESSAGE]
+        if message is None:
             if self._parse is None:
                 raise TypeError("a stored row without a parser")
-            row.message = self._parse(row.text, position)
-            row.text = None  # one copy of each message in memory
-        return row.message
+            message = item[MESSAGE] = self._parse(item[TEXT], position)
+            item[TEXT] = None  # one copy of each message in memory
+        return message
 
     def __len__(self) -> int:
         return len(self._items)
@@ -130,14 +130,14 @@ class StoredMessages(MutableSequence[Message]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self._items)))]
         item = self._items[index]
-        if type(item) is Row:
+        if type(item) is list:
             position = index if index >= 0 else index + len(self._items)
             return self._message(position, item)
-        return item  # type: ignore[return-value]
+        return item
 
     def __iter__(self) -> Iterator[Message]:
         for position, item in enumerate(self._items):
-            if type(item) is Row:
+            if type(item) is list:
                 yield self._message(position, item)
             else:
                 yield item  # type: ignore[misc]

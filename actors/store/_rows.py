@@ -13,6 +13,7 @@ many a write issues does not depend on how long the session is.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -107,13 +108,16 @@ def context_rows(conn: Conn, rid: int) -> list[tuple[str | None, str | None, int
     """The stored context of session ``rid`` in order: each message's JSON (None where a row
     points nowhere), and the pairing facts and token estimate saved with its transcript row
     (None for a message the context alone holds, or one saved before they were kept)."""
-    return conn.execute(
+    cursor = conn.execute(
         "SELECT coalesce(c.body, t.body), CASE WHEN c.body IS NULL THEN t.shape END,"
         " CASE WHEN c.body IS NULL THEN t.tokens END FROM context c "
         "LEFT JOIN transcript t ON t.mid = c.mid "
         "WHERE c.session_rid = ? ORDER BY c.pos",
         (rid,),
-    ).fetchall()
+    )
+    if isinstance(cursor, sqlite3.Cursor):  # plain tuples: a quarter of the read's time
+        cursor.row_factory = None
+    return cursor.fetchall()
 
 
 def context_texts(conn: Conn, rid: int) -> list[str | None]:

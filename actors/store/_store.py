@@ -51,7 +51,7 @@ from actors.core.messages import (
     tool_result,
 )
 from actors.core.previews import latest_user_text, one_line, own_user_text
-from actors.core.stored import Row, StoredMessages
+from actors.core.stored import StoredMessages
 from actors.core.titles import SOURCES, provisional_title
 from actors.store import _branches, _portability, _rows, _search, _survivors, _write_ahead
 from actors.store._extend import ContextCache, Extension, SavedContext, appended, extension
@@ -212,11 +212,10 @@ class Store:
 
     def _saved(self, conn: Conn, row: SessionRow) -> SavedContext:
         def read() -> StoredMessages | None:
-            rows = []
-            for text, shape, tokens in _rows.context_rows(conn, row.rid):
-                if text is None:
-                    return None
-                rows.append(Row(text, shape, tokens))
+            rows = [[text, shape, tokens, None]  # stored.row(), inlined: tens of thousands
+                    for text, shape, tokens in _rows.context_rows(conn, row.rid)]
+            if any(r[0] is None for r in rows):
+                return None
             return StoredMessages(rows, self._parser(row.id))
 
         return self._contexts.current(
