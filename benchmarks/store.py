@@ -786,9 +786,12 @@ def bench_peers(cfg: Config, work: Path, trees: list[tuple[str, Path]],
     names = [c.label for c in children] + [p.name for p in peers]
     samples: dict[str, dict[int, list[float]]] = {name: {n: [] for n in cfg.sizes}
                                                   for name in names}
-    for n in cfg.sizes:
-        _log(f"checkpoints at {n:,} messages: {cfg.checkpoints} rounds")
-        for i in range(cfg.checkpoints + 1):  # round 0 is a warm-up, not counted
+    # Round-robin over sizes and stores alike, so that a change in the machine's load falls
+    # on every column and every size, and the growth figures compare like with like.
+    _log(f"checkpoints at {', '.join(f'{n:,}' for n in cfg.sizes)} messages: "
+         f"{cfg.checkpoints} rounds")
+    for i in range(cfg.checkpoints + 1):  # round 0 is a warm-up, not counted
+        for n in cfg.sizes:
             for child in children:
                 seconds = child.ask("ckpt", n, i)["s"]
                 if i:
