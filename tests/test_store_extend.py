@@ -9,7 +9,7 @@ import pytest
 
 from actors.core.errors import ContextConflict, CorruptSession
 from actors.core.messages import encode
-from actors.core.stored import StoredMessages, row
+from actors.core.stored import StoredMessages
 from actors.store._extend import ContextCache, SavedContext, appended, extension
 
 
@@ -75,8 +75,8 @@ def test_rows_not_parsed_yet_compare_by_their_stored_text_unparsed() -> None:
     def parse(text: str, position: int) -> dict[str, Any]:
         raise AssertionError("parsed")
 
-    rows = StoredMessages([row(encode(SYSTEM), "", 1), row(encode(msg("user", "a")), "", 1)],
-                          parse)
+    rows = StoredMessages.read([encode(SYSTEM), encode(msg("user", "a"))], ["", ""], [1, 1],
+                               parse)
     saved = SavedContext(1, 0, rows)
     delta = extension(saved, [dict(SYSTEM), msg("user", "a"), msg("user", "b")], "sid")
     assert delta.new_plain == [msg("user", "b")] and rows.parsed() == 0

@@ -21,7 +21,7 @@ from actors.core.messages import (
     shape_of,
     tool_result,
 )
-from actors.core.stored import StoredMessages, row
+from actors.core.stored import StoredMessages
 
 
 def reference_repair(messages: list[Message]) -> list[Message]:
@@ -65,8 +65,9 @@ MESSAGES = st.one_of(
 
 def stored(messages: list[Message]) -> StoredMessages:
     """``messages`` as a resume reads them: rows with their saved facts, unparsed."""
-    return StoredMessages([row(encode(m), shape_of(m), estimate_message(m)) for m in messages],
-                          lambda text, _position: json.loads(text))
+    return StoredMessages.read([encode(m) for m in messages], [shape_of(m) for m in messages],
+                               [estimate_message(m) for m in messages],
+                               lambda text, _position: json.loads(text))
 
 
 @settings(max_examples=300, deadline=None)

@@ -26,59 +26,91 @@ from typing import Any, overload
 from actors.core.budget import estimate_message
 from actors.core.messages import Facts, Message, encode, facts_of, facts_of_shape
 
-TEXT, SHAPE, TOKENS, MESSAGE = range(4)
 _PLAIN: Facts = (False, None, ())  # the facts of most messages
 
 
-def row(text: str, shape: str | None, tokens: int | None) -> list[Any]:
-    """A stored message not parsed yet: ``[text, shape, tokens, message]``, its JSON until
-    parsed (then None) and the parsed dict once parsed (until then None), shared by every
-    copy of a sequence. A list rather than an object of its own: a resume makes tens of
-    thousands of them, and a list display costs a fraction of a call to ``__init__``."""
-    return [text, shape, tokens, None]
+class _Rows:
+    """The stored messages as read, shared by every copy of a sequence: their JSON (None
+    once parsed), facts, token estimates and parsed dicts (None until parsed). Columns of
+    plain lists rather than an object per message: a resume reads tens of thousands, and
+    neither strings nor ints are objects the garbage collector walks."""
+
+    __slots__ = ("messages", "parse", "shapes", "texts", "tokens")
+
+    def __init__(self, texts: list[str | None], shapes: list[str | None],
+                 tokens: list[int | None], parse: Callable[[str, int], Message]) -> None:
+        self.texts = texts
+        self.shapes = shapes
+        self.tokens = tokens
+        self.messages: list[Message | None] = [None] * len(texts)
+        self.parse = parse
+
+    def message(self, index: int, position: int) -> Message:
+        message = self.messages[index]
+        if message is None:
+            text = self.texts[index]
+            assert text is not None
+            message = self.messages[index] = self.parse(text, position)
+            self.texts[index] = None  # one copy of each message in memory
+        return message
 
 
 class StoredMessages(MutableSequence[Message]):
     """Messages, some of them still stored rows parsed on first read (see the module)."""
 
-    __slots__ = ("_items", "_parse")
+    __slots__ = ("_items", "_rows")
 
-    def __init__(
-        self,
-        items: Iterable[Message | list[Any]] = (),
-        parse: Callable[[str, int], Message] | None = None,
-    ) -> None:
-        self._items: list[Message | list[Any]] = list(items)
-        self._parse = parse
+    def __init__(self, items: Iterable[Message] = (), rows: _Rows | None = None,
+                 indexes: Iterable[Message | int] | None = None) -> None:
+        # each item: a message dict, or (an int) the index of a stored row in ``rows``
+        self._items: list[Message | int] = list(items) if indexes is None else list(indexes)
+        self._rows = rows
+
+    @classmethod
+    def read(
+        cls,
+        texts: list[str | None],
+        shapes: list[str | None],
+        tokens: list[int | None],
+        parse: Callable[[str, int], Message],
+    ) -> StoredMessages:
+        """The messages of these stored columns (JSON, facts, token estimates), unparsed;
+        ``parse(text, position)`` parses one when it is first read."""
+        return cls(rows=_Rows(texts, shapes, tokens, parse), indexes=range(len(texts)))
 
     # -- reading without parsing ----------------------------------------------------------
 
     def facts(self) -> Iterator[Facts]:
         """The pairing rule's facts of every message, in order; a row is parsed only when
         its facts were not saved with it."""
+        rows = self._rows
         for position, item in enumerate(self._items):
-            if type(item) is list:
-                if item[MESSAGE] is not None:
-                    yield facts_of(item[MESSAGE])
-                elif item[SHAPE] == "":
+            if type(item) is int:
+                assert rows is not None
+                message = rows.messages[item]
+                shape = rows.shapes[item]
+                if message is not None:
+                    yield facts_of(message)
+                elif shape == "":
                     yield _PLAIN
-                elif item[SHAPE] is not None:
-                    yield facts_of_shape(item[SHAPE])
+                elif shape is not None:
+                    yield facts_of_shape(shape)
                 else:
-                    yield facts_of(self._message(position, item))
+                    yield facts_of(rows.message(item, position))
             else:
                 yield facts_of(item)  # type: ignore[arg-type]
 
     def estimate_tokens(self) -> int:
         """The estimated tokens of every message (``estimate_messages``), from the estimates
         saved with the rows where they are."""
+        rows = self._rows
         total = 0
         for position, item in enumerate(self._items):
-            if type(item) is list:
-                if item[TOKENS] is not None:
-                    total += item[TOKENS]
-                else:
-                    total += estimate_message(self._message(position, item))
+            if type(item) is int:
+                assert rows is not None
+                saved = rows.tokens[item]
+                total += (saved if saved is not None
+                          else estimate_message(rows.message(item, position)))
             else:
                 total += estimate_message(item)  # type: ignore[arg-type]
         return total
@@ -86,36 +118,36 @@ class StoredMessages(MutableSequence[Message]):
     def text(self, position: int) -> str:
         """The canonical JSON of one message (as stored; encoded if it was given)."""
         item = self._items[position]
-        if type(item) is list:
-            if item[TEXT] is not None:
-                return str(item[TEXT])
-            return encode(item[MESSAGE])
+        if type(item) is int:
+            assert self._rows is not None
+            text = self._rows.texts[item]
+            return text if text is not None else encode(self._rows.message(item, position))
         return encode(item)  # type: ignore[arg-type]
 
     def is_message(self, position: int, message: object) -> bool:
         """Whether ``message`` is the very dict at ``position`` (nothing is parsed: a row
         not yet read cannot be a dict someone holds)."""
         item = self._items[position]
-        return item is message or (type(item) is list and item[MESSAGE] is message)
+        if type(item) is int:
+            assert self._rows is not None
+            return self._rows.messages[item] is message
+        return item is message
 
     def parsed(self) -> int:
         """How many messages are dicts now (for tests and benchmarks)."""
-        return sum(type(i) is not list or i[MESSAGE] is not None for i in self._items)
+        rows = self._rows
+        return sum(type(i) is not int or (rows is not None and rows.messages[i] is not None)
+                   for i in self._items)
 
     def copy(self) -> StoredMessages:
         """Another sequence of the same messages (rows shared: parsed once for both)."""
-        return StoredMessages(self._items, self._parse)
+        return StoredMessages(rows=self._rows, indexes=self._items)
 
     # -- the sequence ---------------------------------------------------------------------
 
-    def _message(self, position: int, item: list[Any]) -> Message:
-        message: Message | None = item[MESSAGE]
-        if message is None:
-            if self._parse is None:
-                raise TypeError("a stored row without a parser")
-            message = item[MESSAGE] = self._parse(item[TEXT], position)
-            item[TEXT] = None  # one copy of each message in memory
-        return message
+    def _message(self, position: int, index: int) -> Message:
+        assert self._rows is not None
+        return self._rows.message(index, position)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -130,14 +162,14 @@ class StoredMessages(MutableSequence[Message]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self._items)))]
         item = self._items[index]
-        if type(item) is list:
+        if type(item) is int:
             position = index if index >= 0 else index + len(self._items)
             return self._message(position, item)
-        return item
+        return item  # type: ignore[return-value]
 
     def __iter__(self) -> Iterator[Message]:
         for position, item in enumerate(self._items):
-            if type(item) is list:
+            if type(item) is int:
                 yield self._message(position, item)
             else:
                 yield item  # type: ignore[misc]

@@ -104,10 +104,14 @@ def dump_state(state: dict[str, Any]) -> str:
     return json.dumps(state, ensure_ascii=False, sort_keys=True)
 
 
-def context_rows(conn: Conn, rid: int) -> list[tuple[str | None, str | None, int | None]]:
-    """The stored context of session ``rid`` in order: each message's JSON (None where a row
-    points nowhere), and the pairing facts and token estimate saved with its transcript row
-    (None for a message the context alone holds, or one saved before they were kept)."""
+def context_rows(
+    conn: Conn, rid: int
+) -> tuple[list[str | None], list[str | None], list[int | None]]:
+    """The stored context of session ``rid`` in order, as three columns: each message's JSON
+    (None where a row points nowhere), and the pairing facts and token estimate saved with its
+    transcript row (None for a message the context alone holds, or one saved before they were
+    kept). Read row by row into plain lists: tens of thousands of rows leave no object
+    behind but their strings."""
     cursor = conn.execute(
         "SELECT coalesce(c.body, t.body), CASE WHEN c.body IS NULL THEN t.shape END,"
         " CASE WHEN c.body IS NULL THEN t.tokens END FROM context c "
@@ -117,7 +121,14 @@ def context_rows(conn: Conn, rid: int) -> list[tuple[str | None, str | None, int
     )
     if isinstance(cursor, sqlite3.Cursor):  # plain tuples: a quarter of the read's time
         cursor.row_factory = None
-    return cursor.fetchall()
+    texts: list[str | None] = []
+    shapes: list[str | None] = []
+    tokens: list[int | None] = []
+    for text, shape, estimate in cursor:
+        texts.append(text)
+        shapes.append(shape)
+        tokens.append(estimate)
+    return texts, shapes, tokens
 
 
 def context_texts(conn: Conn, rid: int) -> list[str | None]:

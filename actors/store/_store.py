@@ -212,11 +212,10 @@ class Store:
 
     def _saved(self, conn: Conn, row: SessionRow) -> SavedContext:
         def read() -> StoredMessages | None:
-            rows = [[text, shape, tokens, None]  # stored.row(), inlined: tens of thousands
-                    for text, shape, tokens in _rows.context_rows(conn, row.rid)]
-            if any(r[0] is None for r in rows):
+            texts, shapes, tokens = _rows.context_rows(conn, row.rid)
+            if None in texts:
                 return None
-            return StoredMessages(rows, self._parser(row.id))
+            return StoredMessages.read(texts, shapes, tokens, self._parser(row.id))
 
         return self._contexts.current(
             row.id, rid=row.rid, version=row.context_version, length=row.context_len,
