@@ -670,10 +670,9 @@ def child_main(sizes: tuple[int, ...], work: Path, postgres: str | None) -> int:
         sessions[n] = (sid, messages)
     if hasattr(setup, "catch_up_index"):
         setup.catch_up_index()
-    # The setup's store stays open, as the peers' connections do: SQLite deletes the WAL
-    # when its last connection closes, and a new one grows the file on its first ~1,000
-    # pages, which makes each of those commits' fdatasync also write the file's size (the
-    # "cold WAL" figure below measures that on its own).
+    # The setup's store stays open, as the peers' connections do, so every SQLite store is
+    # measured with its WAL grown (SQLite deletes the WAL when its last connection closes);
+    # the "cold WAL" figure measures a store nobody else has open on its own.
     pairs = {n: [gen.call_pair() for _ in range(400)] for n in sizes}
     first_pairs = pairs[sizes[0]]
     states = [gen.state(step) for step in range(1, 64)]
