@@ -770,7 +770,7 @@ def bench_peers(cfg: Config, work: Path, trees: list[tuple[str, Path]],
     try:
         peers.append(AgentsSessionPeer(work))
     except ImportError:
-        _log("the Agents SDK is not installed (pip install openai-agents): column left out")
+        _log("the Agents SDK is not installed (pip install -e '.[bench]'): column left out")
     _log(f"setup: sessions of {', '.join(f'{n:,}' for n in cfg.sizes)} messages, per store")
     children = [HarnessChild(tree, label, work, cfg.sizes) for label, tree in trees]
     if postgres:
