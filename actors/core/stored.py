@@ -15,11 +15,14 @@ kept as given. Treat the dicts as immutable, as every message of a working conte
 A message whose text does not parse raises what the ``parse`` function given raises (the
 store's: :class:`~actors.core.errors.CorruptSession` naming the session), when it is read.
 
-Not thread-safe on its own: its owner (the supervisor, or the store under its lock) uses it.
+One sequence has one owner (the supervisor's context, the store's cache under its lock); the
+rows two copies share are parsed under a lock of their own, so a message is parsed once and
+is the same dict in every copy whichever thread reads it first.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, MutableSequence
 from typing import Any, overload
 
@@ -35,7 +38,7 @@ class _Rows:
     plain lists rather than an object per message: a resume reads tens of thousands, and
     neither strings nor ints are objects the garbage collector walks."""
 
-    __slots__ = ("messages", "parse", "shapes", "texts", "tokens")
+    __slots__ = ("lock", "messages", "parse", "shapes", "texts", "tokens")
 
     def __init__(self, texts: list[str | None], shapes: list[str | None],
                  tokens: list[int | None], parse: Callable[[str, int], Message]) -> None:
@@ -44,14 +47,19 @@ class _Rows:
         self.tokens = tokens
         self.messages: list[Message | None] = [None] * len(texts)
         self.parse = parse
+        self.lock = threading.Lock()  # the store's copy is read in its worker threads
 
     def message(self, index: int, position: int) -> Message:
+        """The parsed message of row ``index``: parsed once, whichever thread asks first."""
         message = self.messages[index]
         if message is None:
-            text = self.texts[index]
-            assert text is not None
-            message = self.messages[index] = self.parse(text, position)
-            self.texts[index] = None  # one copy of each message in memory
+            with self.lock:
+                message = self.messages[index]
+                if message is None:
+                    text = self.texts[index]
+                    assert text is not None
+                    message = self.messages[index] = self.parse(text, position)
+                    self.texts[index] = None  # one copy of each message in memory
         return message
 
 
