@@ -12,9 +12,9 @@ Run from the repository root::
 
 The real :class:`~actors.runtime.supervisor.Supervisor` (model client, tool executor, checkpoint
 writer, compactor, SQLite store with real ``fsync``) runs in this process under ``anyio.run``
-against the scripted chat-completions server of the tests (real HTTP on loopback, in a thread
-of this process, answering with no artificial delay). Scratch directories are removed at the
-end. Progress goes to stderr; the tables (or the JSON) go to stdout.
+against the scripted chat-completions server of the tests (real HTTP on loopback, in a
+process of its own, as a real server is, answering with no artificial delay). Scratch
+directories are removed at the end. Progress goes to stderr; the tables (or the JSON) go to stdout.
 
 1. **Harness overhead per turn.** Each user turn makes the model call ``read_file`` on a small
    file, then answer in text: two chat requests, one tool call, four new messages. The server
@@ -46,6 +46,7 @@ import contextlib
 import functools
 import itertools
 import json
+import multiprocessing
 import os
 import platform
 import shutil
@@ -58,6 +59,7 @@ import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +228,86 @@ class TimedServer(ScriptedServer):
         """The body of request ``index`` (no copy of the whole list)."""
         with self._cond:
             return self._requests[index]
+
+
+def serve_in_child(conn: Connection, files: list[str], answer_chars: int,
+                   summary_chars: int) -> None:
+    """The child process: a :class:`TimedServer`, answering its owner's questions on
+    ``conn`` (its URL first) until told to close."""
+    server = TimedServer(make_responder(files, answer_chars, summary_chars))
+    conn.send(server.base_url)
+    try:
+        while True:
+            command, argument = conn.recv()
+            if command == "close":
+                break
+            try:
+                if command == "count":
+                    conn.send(server.count)
+                elif command == "timing":
+                    conn.send(server.timing(argument))
+                elif command == "body":
+                    conn.send(server.body(argument))
+            except Exception as exc:  # answered, raised in the owner
+                conn.send(exc)
+    finally:
+        server.close()
+        conn.close()
+
+
+class ServerProcess:
+    """The timed scripted server in a process of its own (as a real server is): its Python
+    work (reading and parsing a 500 KB body, writing the stream) does not hold this
+    process's interpreter lock while the harness runs. The same questions as
+    :class:`TimedServer`, answered over a pipe (thread-safe)."""
+
+    def __init__(self, files: list[str], answer_chars: int, summary_chars: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(
+            target=serve_in_child, args=(child, files, answer_chars, summary_chars),
+            name="turn-bench-server", daemon=True,
+        )
+        self._process.start()
+        child.close()
+        if not self._conn.poll(60):
+            raise TimeoutError("the benchmark's server process did not start")
+        self.base_url: str = self._conn.recv()
+        self._lock = threading.Lock()
+
+    def _ask(self, command: str, argument: Any = None) -> Any:
+        with self._lock:
+            self._conn.send((command, argument))
+            if not self._conn.poll(30):
+                raise TimeoutError(f"the benchmark's server did not answer {command!r}")
+            answer = self._conn.recv()
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    @property
+    def count(self) -> int:
+        """How many chat requests have arrived."""
+        return int(self._ask("count"))
+
+    def timing(self, index: int) -> RequestTiming:
+        """The timing of request ``index``, waiting for its handler to finish (blocking)."""
+        timing: RequestTiming = self._ask("timing", index)
+        return timing
+
+    def body(self, index: int) -> JSON:
+        """The body of request ``index``."""
+        body: JSON = self._ask("body", index)
+        return body
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError), self._lock:
+            self._conn.send(("close", None))
+        self._process.join(10)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+        self._conn.close()
 
 
 # -- instrumented harness (subclasses used only here) -------------------------------------
@@ -413,7 +495,7 @@ class OverheadRow:
 
 
 async def run_turns(
-    sup: TimedSupervisor, store: TimedStore, server: TimedServer, count: int,
+    sup: TimedSupervisor, store: TimedStore, server: ServerProcess, count: int,
     prompt: Callable[[int], str], progress: str, first_turn: int = 1, total: int = 0,
 ) -> list[TurnSample]:
     """Run ``count`` user turns (numbered from ``first_turn``, of ``total``), sampling each."""
@@ -437,7 +519,7 @@ async def run_turns(
     return samples
 
 
-async def chat_timings(server: TimedServer, sample: TurnSample) -> list[RequestTiming]:
+async def chat_timings(server: ServerProcess, sample: TurnSample) -> list[RequestTiming]:
     """The harness's chat requests (not summaries) made during ``sample``'s turn."""
     timings = []
     for index in range(*sample.requests):
@@ -447,7 +529,7 @@ async def chat_timings(server: TimedServer, sample: TurnSample) -> list[RequestT
     return timings
 
 
-async def replay_http(client: Any, server: TimedServer, body: JSON) -> float:
+async def replay_http(client: Any, server: ServerProcess, body: JSON) -> float:
     """POST ``body`` with a bare HTTP client (the one under the SDK) and read the answer's
     bytes to the end; return its time beyond the server's: the floor of a request."""
     data = json.dumps({**body, "model": REPLAY_MODEL}, ensure_ascii=False,
@@ -463,7 +545,7 @@ async def replay_http(client: Any, server: TimedServer, body: JSON) -> float:
     return seconds - timing.seconds
 
 
-async def replay(client: openai.AsyncOpenAI, server: TimedServer, body: JSON) -> float:
+async def replay(client: openai.AsyncOpenAI, server: ServerProcess, body: JSON) -> float:
     """Send ``body`` again with a bare client; return its time beyond the server's."""
     kwargs = {key: body[key] for key in ("messages", "tools", "stream", "stream_options")
               if key in body}
@@ -531,7 +613,7 @@ def window_of(samples: list[TurnSample], target: int, cfg: Config) -> list[TurnS
     return sorted(window[: cfg.window], key=lambda s: s.turn)
 
 
-async def overhead_of(window: list[TurnSample], server: TimedServer) -> float:
+async def overhead_of(window: list[TurnSample], server: ServerProcess) -> float:
     """The median overhead (ms) of a window's turns."""
     overheads = []
     for sample in window:
@@ -541,7 +623,7 @@ async def overhead_of(window: list[TurnSample], server: TimedServer) -> float:
 
 
 async def overhead_row(
-    cfg: Config, target: int, window: list[TurnSample], server: TimedServer,
+    cfg: Config, target: int, window: list[TurnSample], server: ServerProcess,
     client: openai.AsyncOpenAI, bare: Any,
 ) -> OverheadRow:
     """Medians of one window, and the bare replays of its middle turn's requests."""
@@ -644,7 +726,7 @@ def size_turns(turns: int) -> list[int]:
 
 
 async def bench_long(
-    label: str, cfg: Config, settings: Settings, store: TimedStore, server: TimedServer
+    label: str, cfg: Config, settings: Settings, store: TimedStore, server: ServerProcess
 ) -> LongRun:
     """Part 2: one long session of ``cfg.turns`` turns."""
     counts = Drain()
@@ -713,7 +795,7 @@ class Scenario:
 
     settings: Settings
     store: TimedStore
-    server: TimedServer
+    server: ServerProcess
 
 
 def prepare(
@@ -721,8 +803,7 @@ def prepare(
 ) -> Scenario:
     """A sandbox with ``files``, a timed server and a fresh store, all under ``work/name``."""
     home = work / name
-    responder = make_responder(sorted(files), answer_chars, summary_chars=500)
-    server = TimedServer(responder)
+    server = ServerProcess(sorted(files), answer_chars, summary_chars=500)
     settings = settings_for(home, server.base_url, max_tool_calls=1_000_000, **overrides)
     for relative, text in files.items():
         path = settings.sandbox_dir / relative
