@@ -85,6 +85,8 @@ async def test_parallel_tool_calls_and_reasoning(
         server.assert_done()
     assert result.outcome == "answered", result.text
     assert result.text == "I wrote out.txt and read it back."
+    # the stream is read to its very end, so the connection serves the next request
+    assert server.connections_opened == 1
     assert (settings.sandbox_dir / "out.txt").read_text() == CONTENT
 
     second = server.requests[1]["messages"]

@@ -68,3 +68,20 @@ def test_empty_head_and_tail() -> None:
     encoded = EncodedMessages()
     encoded.update([{"role": "user", "content": "hi"}])
     assert json.loads(encoded.body({}, {})) == {"messages": [{"role": "user", "content": "hi"}]}
+
+
+def test_what_the_user_typed_is_kept_out_and_the_message_encoded_once() -> None:
+    encoded = EncodedMessages()
+    system = {"role": "system", "content": "sys"}
+    typed = {"role": "user", "content": "Read this:\n<file a.txt>…</file>", "shown": "@a.txt"}
+    messages: list[dict[str, Any]] = [system, typed]
+    encoded.update(messages)
+    wire = [system, {"role": "user", "content": typed["content"]}]
+    _check(encoded, wire)
+    assert b"@a.txt" not in encoded.body({}, {})
+    for k in range(1, 5):  # later requests recognise it: only their new messages are encoded
+        messages = [*messages, *_turn(k)]
+        before = encoded.encoded
+        encoded.update(messages)
+        assert encoded.encoded - before == 4
+        _check(encoded, [*wire, *messages[2:]])

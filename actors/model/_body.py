@@ -10,7 +10,10 @@ compaction or a recovery) keeps the common prefix and encodes the rest.
 
 The rule that makes this safe is the context's own: a message already in the working context
 is never changed in place (a change is a new message object). The JSON is what the openai
-SDK would send (``ensure_ascii=False``, compact separators, no NaN).
+SDK would send (``ensure_ascii=False``, compact separators, no NaN), without the keys only
+the harness reads (:data:`~actors.core.messages.SHOWN`, what the user typed beside what the
+model gets): they are left out here, as each message is encoded, so the caller passes its
+own message objects and they are recognised request after request.
 
 Pure: no I/O; not thread-safe (the model client uses it on the event loop only).
 """
@@ -23,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from actors.core.budget import estimate_message
-from actors.core.messages import Message
+from actors.core.messages import SHOWN, Message
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -31,6 +34,13 @@ _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 def dumps(value: Any) -> bytes:
     """The JSON the SDK sends for ``value``."""
     return _encoder.encode(value).encode()
+
+
+def _for_wire(message: Message) -> Message:
+    """``message`` as a request carries it: without the keys only the harness reads."""
+    if SHOWN in message:
+        return {key: value for key, value in message.items() if key != SHOWN}
+    return message
 
 
 def _call_ids(message: Message) -> list[str]:
@@ -71,7 +81,7 @@ class EncodedMessages:
             )
             self._truncate(keep)
         for message in messages[keep:]:
-            part = dumps(message)
+            part = dumps(_for_wire(message))
             if self._joined:
                 self._joined += b","
             self._joined += part

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 OnPiece = Callable[[Piece], Awaitable[None]]
 CLOSE_SECONDS = 2
+DRAIN_SECONDS = 0.25  # what reading the body's end after [DONE] may take ...
+DRAIN_LINES = 16  # ... and how many lines it may read
 MAX_JSON_BODY = 16 * 1024 * 1024
 
 
@@ -109,6 +111,8 @@ async def _read(
             if event is not None and await _take(event, endpoint, assembly, on_piece):
                 done = True
                 break
+        if done:
+            await _drain(lines)
     finally:
         aclose = getattr(lines, "aclose", None)
         if aclose is not None:
@@ -124,6 +128,23 @@ async def _read(
         where = f"after {assembly.chunks} chunk{'s' if assembly.chunks != 1 else ''}"
         how = "with [DONE]" if done else "when the body ended"
         raise broken("the stream ended without a finish_reason", f"{how}, {where}", endpoint)
+
+
+async def _drain(lines: AsyncIterator[str]) -> None:
+    """Read what follows ``[DONE]`` (the end of the chunked body), so that the connection
+    goes back to the pool: a response closed before its body ended takes its connection
+    with it, and every request would open a new one (a TLS handshake, for a remote
+    endpoint). Bounded in time and lines: a server that keeps the body open after
+    ``[DONE]``, or breaks it off, only loses its connection; the answer is complete either
+    way, so nothing here is an error."""
+    with anyio.move_on_after(DRAIN_SECONDS):
+        for _ in range(DRAIN_LINES):
+            try:
+                await anext(lines)
+            except StopAsyncIteration:
+                return
+            except Exception:  # cut off after [DONE] (no end chunk): the answer is whole
+                return
 
 
 async def _take(

@@ -66,7 +66,6 @@ from actors.core.mailbox import ask
 from actors.core.messages import (
     NOT_STARTED_NOTICE,
     SHOWN,
-    for_model,
     open_calls_at_end,
     tool_calls_of,
     tool_result,
@@ -504,7 +503,10 @@ class Supervisor:
 
     async def _ask_model(self, turn: Turn) -> ModelOutcome:
         inbox = self._running().model
-        messages = for_model(self._context.messages)
+        # The context's own message objects (a copy of the list: what this request holds):
+        # the model client recognises those it has encoded before, and leaves out the keys
+        # only the harness reads; new dicts here would make it encode every message again.
+        messages = list(self._context.messages)
         tools = tool_schemas()
         outcome: ModelOutcome = await ask(
             inbox,

@@ -368,6 +368,7 @@ class ScriptedServer:
         self._cond = threading.Condition()
         self._closing = threading.Event()
         self._connections: set[socket.socket] = set()
+        self._opened = 0  # connections accepted so far
         self._httpd = _HTTPServer(("127.0.0.1", port), _Handler)
         self._httpd.owner = self
         self._thread = threading.Thread(
@@ -424,6 +425,13 @@ class ScriptedServer:
             return list(self._requests)
 
     @property
+    def connections_opened(self) -> int:
+        """How many connections clients have opened (a client that reuses its connection,
+        as HTTP/1.1 keep-alive allows, opens one for many requests)."""
+        with self._cond:
+            return self._opened
+
+    @property
     def last_request(self) -> JSON:
         """The most recent chat request body; AssertionError if there is none yet."""
         with self._cond:
@@ -470,6 +478,7 @@ class ScriptedServer:
     def _track(self, conn: socket.socket, *, add: bool) -> None:
         with self._cond:
             (self._connections.add if add else self._connections.discard)(conn)
+            self._opened += add
 
     def _record_error(self, message: str) -> None:
         with self._cond:
