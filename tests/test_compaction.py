@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,42 @@ def test_token_estimate_counts_tool_calls_and_starts_from_reported() -> None:
     assert estimator.estimate(messages) == 5000 + estimate_message(call)
     # a reported prompt size already includes the tool schemas: no overhead on top
     assert estimator.estimate(messages, overhead=700) == 5000 + estimate_message(call)
+
+
+def test_without_a_reported_size_the_estimate_adds_only_what_was_appended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import actors.core.budget as budget
+
+    real = budget.estimate_message
+    estimated: list[int] = []  # one entry per message the estimator looked at
+    monkeypatch.setattr(budget, "estimate_message", lambda m: estimated.append(1) or real(m))
+
+    def expected(messages: Sequence[dict[str, Any]]) -> int:
+        return sum(real(m) for m in messages)
+
+    messages = [{"role": "user", "content": f"message {i} " * 20} for i in range(200)]
+    estimator = ContextEstimator()
+    assert estimator.estimate(messages) == expected(messages)
+    assert len(estimated) == 200
+    estimated.clear()
+    for i in range(3):  # the context grows by appends: only the new message is estimated
+        messages.append({"role": "assistant", "content": f"answer {i}"})
+        assert estimator.estimate(messages, overhead=7) == expected(messages) + 7
+    assert len(estimated) == 3
+    estimated.clear()
+    replaced = messages[:50]  # a replaced context is a new list: estimated whole
+    assert estimator.estimate(replaced) == expected(replaced)
+    assert len(estimated) == 50
+    estimated.clear()
+    snapshot = tuple(replaced)  # a copy is estimated whole, and not kept
+    assert estimator.estimate(snapshot) == expected(snapshot)
+    assert estimator.estimate(replaced) == expected(replaced)
+    assert len(estimated) == 50
+    estimator.reset()  # forgotten with the reported size
+    estimated.clear()
+    assert estimator.estimate(replaced) == expected(replaced)
+    assert len(estimated) == 50
 
 
 # -- against the scripted server ---------------------------------------------------------

@@ -9,8 +9,8 @@ since.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import MutableSequence, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from actors.core.messages import Message, tool_calls_of
@@ -60,10 +60,20 @@ def prompt_truncated(reported: int, estimated: int) -> bool:
 
 @dataclass
 class ContextEstimator:
-    """The context size in tokens: the last reported prompt size plus an estimate of the rest."""
+    """The context size in tokens: the last reported prompt size plus an estimate of the rest.
+
+    Where no size was reported (an endpoint without usage), the estimate of the messages is
+    kept, with the list it was made of: the next estimate of the same list adds only the
+    messages appended since, so the gauge after every checkpoint does not cost the whole
+    context. This relies on the working context's rule: its list only grows (by appends)
+    until it is replaced by a new list, and :meth:`reset` is called then too.
+    """
 
     reported_tokens: int | None = None
     reported_at_length: int = 0  # how many messages the reported request held
+    _seen: Sequence[Message] | None = field(default=None, repr=False, compare=False)
+    _seen_length: int = field(default=0, repr=False, compare=False)
+    _seen_tokens: int = field(default=0, repr=False, compare=False)
 
     def record(self, prompt_tokens: int | None, message_count: int) -> None:
         if prompt_tokens:
@@ -74,13 +84,26 @@ class ContextEstimator:
         """Forget the reported figure (after the context was replaced)."""
         self.reported_tokens = None
         self.reported_at_length = 0
+        self._seen, self._seen_length, self._seen_tokens = None, 0, 0
 
     def estimate(self, messages: Sequence[Message], overhead: int = 0) -> int:
         """Tokens of a request with ``messages``; ``overhead`` (e.g. the tool schemas) is
         added to a pure estimate only: a reported prompt size already includes it."""
         if self.reported_tokens is None or self.reported_at_length > len(messages):
-            return estimate_messages(messages) + overhead
+            return self._estimate_all(messages) + overhead
         return self.reported_tokens + estimate_messages(messages[self.reported_at_length:])
+
+    def _estimate_all(self, messages: Sequence[Message]) -> int:
+        """``estimate_messages(messages)``, adding only what was appended since the last
+        estimate of this same list."""
+        length = len(messages)
+        if messages is self._seen and length >= self._seen_length:
+            tokens = self._seen_tokens + estimate_messages(messages[self._seen_length:])
+        else:
+            tokens = estimate_messages(messages)
+        if isinstance(messages, MutableSequence):  # a tuple (a snapshot) is a copy: not kept
+            self._seen, self._seen_length, self._seen_tokens = messages, length, tokens
+        return tokens
 
 
 @dataclass
