@@ -26,12 +26,6 @@ SHOWN = "shown"
 attached with ``@path``). Kept in the transcript for showing; never sent to a model."""
 
 
-def for_model(messages: Sequence[Message]) -> list[Message]:
-    """``messages`` as a model request carries them: without the keys only the harness reads."""
-    return [m if SHOWN not in m else {k: v for k, v in m.items() if k != SHOWN}
-            for m in messages]
-
-
 def to_plain(message: Any) -> Message:
     """Return ``message`` as a JSON-ready dict (SDK objects go through ``model_dump``)."""
     if isinstance(message, dict):
