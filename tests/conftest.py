@@ -76,6 +76,14 @@ def memory_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def memory(tmp_path: Path) -> Path:
+    """The memory directory, made as the harness makes it (mode 0700)."""
+    path = tmp_path / "memory"
+    path.mkdir(mode=0o700)
+    return path
+
+
+@pytest.fixture
 def sandbox(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "project"
     path.mkdir()

@@ -28,21 +28,11 @@ from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.workspace._crashpoints import ENV
 from tests.children import READ_TIMEOUT, read_line
 from tests.clitools import REPO, harness
+from tests.project_files import listing
 from tests.runtime import running, settings_for
 from tests.stores import Stores
 
 pytestmark = pytest.mark.slow
-
-
-def _listing(root: Path) -> dict[str, bytes | str]:
-    found: dict[str, bytes | str] = {}
-    for top, dirs, files in os.walk(root):
-        for name in dirs:
-            found[os.path.relpath(os.path.join(top, name), root)] = "dir"
-        for name in files:
-            path = os.path.join(top, name)
-            found[os.path.relpath(path, root)] = Path(path).read_bytes()
-    return found
 
 
 class Session:
@@ -54,7 +44,7 @@ class Session:
         self.memory = tmp_path / "memory"
         self.project = (tmp_path / "project").resolve()
         self.id = ""
-        self.files: dict[str, dict[str, bytes | str]] = {}
+        self.files: dict[str, dict[str, object]] = {}
         self.context: list[dict[str, Any]] = []
         self.first = self.second = 0
 
@@ -118,14 +108,14 @@ def _make_session(tmp_path: Path, stores: Stores) -> Session:
             settings = settings_for(tmp_path, server.base_url, mode=Mode.SKIP_PERMISSIONS)
             (session.project / "notes.txt").write_text("one\n")
             (session.project / "old.txt").write_text("old\n")
-            session.files["first"] = _listing(session.project)
+            session.files["first"] = listing(session.project)
             store = stores.open(settings.memory_dir)
             async with running(settings, store) as (sup, _rec):
                 assert (await sup.run_turn("First")).ok
-                session.files["second"] = _listing(session.project)
+                session.files["second"] = listing(session.project)
                 assert (await sup.run_turn("Second")).ok
                 session.id = sup.session_id
-            session.files["end"] = _listing(session.project)
+            session.files["end"] = listing(session.project)
             numbers = [m.number for m in store.user_messages(session.id)]
             session.first, session.second = numbers
 
@@ -158,22 +148,22 @@ def test_kill_during_a_snapshot_loses_nothing_and_every_point_still_rewinds(
                                "--base-url", server.base_url,
                                "--mode", "dangerouslySkipPermissions"):
             pass
-        after_command = _listing(session.project)
+        after_command = listing(session.project)
         assert "made.txt" in after_command and "notes.txt" not in after_command
         result = _resume(session, server, "Fourth")
         assert result.returncode == 0, result.stderr
         assert "1 interrupted tool call(s) recovered" in result.stderr
-    assert _listing(session.project) == after_command  # a snapshot never writes a file
+    assert listing(session.project) == after_command  # a snapshot never writes a file
     for to, files in ((session.first, "first"), (session.second, "second")):
         result = session.run("--rewind", session.id, "--to", str(to), "--files")
         assert result.returncode == 0, result.stderr
-        assert _listing(session.project) == session.files[files]
+        assert listing(session.project) == session.files[files]
     store = session.stores.open(session.memory)
     third = [m.number for m in store.user_messages(session.id)][2]
     store.close()
     result = session.run("--rewind", session.id, "--to", str(third), "--files")
     assert result.returncode == 0, result.stderr
-    assert _listing(session.project) == session.files["end"]  # as Third found them
+    assert listing(session.project) == session.files["end"]  # as Third found them
 
 
 def test_kill_during_the_files_of_a_rewind_of_both_means_it_did_not_happen(
@@ -182,14 +172,14 @@ def test_kill_during_the_files_of_a_rewind_of_both_means_it_did_not_happen(
     with session.killed_at("restore#2", "--rewind", session.id, "--to", str(session.first),
                            "--both"):
         pass
-    assert _listing(session.project) not in (session.files["end"], session.files["first"])
+    assert listing(session.project) not in (session.files["end"], session.files["first"])
     result = session.run("--rewind", session.id, "--to", str(session.first), "--both",
                          "--dry-run")
     assert result.returncode == 0, result.stderr
     assert (f"A rewind of the project's files to message {session.first} was interrupted "
             "before it was recorded; the files were put back as they were, so it did not "
             "happen.") in result.stdout
-    assert _listing(session.project) == session.files["end"]
+    assert listing(session.project) == session.files["end"]
     assert session.load_context() == session.context
 
 
@@ -197,7 +187,7 @@ def test_kill_between_the_halves_is_rolled_forward_at_the_next_open(session: Ses
     with session.killed_at("rewind-between", "--rewind", session.id, "--to",
                            str(session.second), "--both"):
         pass
-    assert _listing(session.project) == session.files["second"]  # the files are rewound,
+    assert listing(session.project) == session.files["second"]  # the files are rewound,
     assert session.load_context() == session.context  # the conversation not yet
     with ScriptedServer([Reply("From before the second message.")]) as server:
         result = _resume(session, server, "Instead")
@@ -209,7 +199,7 @@ def test_kill_between_the_halves_is_rolled_forward_at_the_next_open(session: Ses
             f"before message {session.second} too") in said
     before_second = session.context[: session.second - 1]
     assert request["messages"] == [*before_second, {"role": "user", "content": "Instead"}]
-    assert _listing(session.project) == session.files["second"]
+    assert listing(session.project) == session.files["second"]
     result = session.run("--rewind", session.id, "--to", str(session.first), "--files",
                          "--dry-run")
     assert result.returncode == 0 and "interrupted" not in result.stdout  # said once
@@ -234,14 +224,14 @@ def test_kills_during_the_roll_forward_still_end_in_the_rewind_done_once(
                            str(session.second), "--conversation"):
         pass
     assert session.load_context() == before_second
-    assert _listing(session.project) == session.files["second"]
+    assert listing(session.project) == session.files["second"]
     # The next command finds the conversation rewound and only records it: never twice.
     result = session.run("--rewind", session.id, "--to", str(session.second),
                          "--conversation")
     assert result.returncode == 0, result.stderr
     assert "it has been finished: the conversation now ends before message" in result.stdout
     assert session.load_context() == before_second
-    assert _listing(session.project) == session.files["second"]
+    assert listing(session.project) == session.files["second"]
     with ScriptedServer([Reply("Fine.")]) as server:
         result = _resume(session, server, "Instead")
         assert result.returncode == 0, result.stderr

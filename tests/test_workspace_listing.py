@@ -8,8 +8,6 @@ import os
 import time
 from pathlib import Path
 
-import pytest
-
 from actors.workspace import Workspace, open_objects
 from actors.workspace._diff import Trees
 from actors.workspace._statcache import RACY_NS
@@ -32,13 +30,6 @@ def _make(root: Path, files: dict[str, str]) -> Path:
         path.write_text(text)
     _old(root)
     return root
-
-
-@pytest.fixture
-def memory(tmp_path: Path) -> Path:
-    path = tmp_path / "memory"
-    path.mkdir(mode=0o700)
-    return path
 
 
 def _files(workspace: Workspace, root: bytes) -> set[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -19,39 +18,13 @@ from actors.core.errors import RestoreFailed, UsageError
 from actors.workspace import Limits, Workspace, open_objects
 from actors.workspace._diff import Trees
 from tests.children import read_line, rest_of
+from tests.project_files import listing
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def _bash(project: Path, command: str) -> None:
     subprocess.run(["bash", "-c", command], cwd=project, check=True, timeout=30)
-
-
-def _listing(root: Path) -> dict[str, object]:
-    """Everything under ``root`` as it is on disk: content, links, modes (no .git)."""
-    found: dict[str, object] = {}
-    for top, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d != ".git"]
-        for name in [*dirs, *files]:
-            path = os.path.join(top, name)
-            rel = os.path.relpath(path, root)
-            st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode):
-                found[rel] = ("link", os.readlink(path))
-            elif stat.S_ISDIR(st.st_mode):
-                found[rel] = "dir"
-                if os.path.islink(path):
-                    dirs.remove(name)
-            else:
-                found[rel] = (Path(path).read_bytes(), bool(st.st_mode & 0o100))
-    return found
-
-
-@pytest.fixture
-def memory(tmp_path: Path) -> Path:
-    path = tmp_path / "memory"
-    path.mkdir(mode=0o700)
-    return path
 
 
 @pytest.fixture
@@ -78,14 +51,14 @@ def test_restore_brings_back_exactly_the_files_shell_commands_changed(
     project: Path, memory: Path
 ) -> None:
     workspace = _workspace(project, memory)
-    before = _listing(project)
+    before = listing(project)
     target = workspace.snapshot()
     _bash(project, "echo three >> src/pkg/a.py; rm -r docs; mkdir -p build/x; "
                    "echo o > build/x/out.txt; rm link; ln -s src link; chmod -x run.sh; "
                    "mv README README.md")
     workspace.snapshot()
     _restore(workspace, target.root)
-    assert _listing(project) == before
+    assert listing(project) == before
     assert workspace.snapshot().root == target.root
 
 
@@ -93,13 +66,13 @@ def test_a_rewind_can_be_undone(project: Path, memory: Path) -> None:
     workspace = _workspace(project, memory)
     target = workspace.snapshot()
     _bash(project, "echo changed > README; rm run.sh; echo new > new.txt")
-    after = _listing(project)
+    after = listing(project)
     plan = workspace.plan_restore(target.root)
     entry, done = workspace.begin_restore(plan)
     workspace.finish_restore(entry)
-    assert _listing(project) != after
+    assert listing(project) != after
     _restore(workspace, done.undo.root)  # the files as they were just before the rewind
-    assert _listing(project) == after
+    assert listing(project) == after
 
 
 def test_the_plan_shows_a_diffstat_and_flags_hand_edits(project: Path, memory: Path) -> None:
@@ -113,7 +86,7 @@ def test_the_plan_shows_a_diffstat_and_flags_hand_edits(project: Path, memory: P
     assert stats == {"README": ("modified", 0, 1), "src/pkg/a.py": ("modified", 0, 1),
                      "tool.txt": ("deleted", 0, 2)}
     assert plan.hand_edited == {"README", "tool.txt"}
-    assert _listing(project)["README"] == (b"readme\nby hand\n", False)  # nothing written yet
+    assert listing(project)["README"] == (b"readme\nby hand\n", False)  # nothing written yet
 
 
 def test_a_plan_gone_stale_restores_nothing(project: Path, memory: Path) -> None:
@@ -122,10 +95,10 @@ def test_a_plan_gone_stale_restores_nothing(project: Path, memory: Path) -> None
     (project / "README").write_text("changed\n")
     plan = workspace.plan_restore(target.root)
     (project / "another.txt").write_text("written while the user was reading the plan\n")
-    now = _listing(project)
+    now = listing(project)
     with pytest.raises(UsageError, match="changed while the rewind was being confirmed"):
         workspace.begin_restore(plan)
-    assert _listing(project) == now
+    assert listing(project) == now
     assert workspace.journal.pending() is None
 
 
@@ -140,7 +113,7 @@ def test_ignored_and_kept_out_files_are_left_alone(project: Path, memory: Path) 
     plan = workspace.plan_restore(target.root)
     assert {a.path for a in plan.left_alone} == {"big.bin"}
     _restore(workspace, target.root)
-    now = _listing(project)
+    now = listing(project)
     assert now["big.bin"] == (b"y" * 6000, False)  # no copy was kept: never overwritten
     assert now["top.log"] == (b"l\n", False)  # ignored: never looked at, never removed
     assert now["tmpdir/run.log"] == (b"log\n", False)  # so its directory stays too
@@ -172,9 +145,9 @@ def test_nothing_outside_the_project_is_written(tmp_path: Path, project: Path,
     # The agent replaced a directory with a link to a place outside, and a file with a link.
     _bash(project, f"rm -r src/pkg; ln -s {outside} src/pkg; rm README; "
                    f"ln -s {outside}/a.py README")
-    outside_before = _listing(outside)
+    outside_before = listing(outside)
     _restore(workspace, target.root)
-    assert _listing(outside) == outside_before
+    assert listing(outside) == outside_before
     assert (project / "src" / "pkg").is_dir() and not (project / "src" / "pkg").is_symlink()
     assert (project / "README").read_text() == "readme\n"
     assert not (project / "README").is_symlink()
@@ -190,13 +163,13 @@ def test_a_restore_that_fails_half_way_puts_everything_back(
     # `out` becomes a directory holding an ignored file: it cannot become a file again.
     _bash(project, "rm out; mkdir out; echo l > out/keep.log; echo t > out/t.txt; "
                    "echo changed > README; rm run.sh")
-    now = _listing(project)
+    now = listing(project)
     plan = workspace.plan_restore(target.root)
     with pytest.raises(RestoreFailed) as failed:
         workspace.begin_restore(plan)
     assert failed.value.rolled_back
     assert "put back as they were" in str(failed.value)
-    assert _listing(project) == now
+    assert listing(project) == now
     assert workspace.journal.pending() is None
 
 
@@ -207,7 +180,7 @@ def test_hard_links_keep_their_other_names(project: Path, memory: Path) -> None:
     (project / "README").write_text("through both names\n")  # same inode
     _restore(workspace, target.root)
     assert (project / "README").read_text() == "readme\n"
-    assert "other-name" not in _listing(project)
+    assert "other-name" not in listing(project)
 
 
 # -- kill -9 --------------------------------------------------------------------------------
@@ -234,19 +207,19 @@ def test_kill_9_during_a_restore_leaves_it_done_or_not_started(
     _many_files(project)
     workspace = _workspace(project, memory)
     target = workspace.snapshot()
-    expected_target = _listing(project)
+    expected_target = listing(project)
     _bash(project, "for f in many/*/*.txt; do echo version two > $f; done; rm README; "
                    "echo n > new.txt")
     workspace.snapshot()
     workspace.close()
-    expected_undo = _listing(project)
+    expected_undo = listing(project)
     with _child("restore", str(project), str(memory), target.root.hex()) as proc:
         assert proc.stdout is not None
         line = read_line(proc.stdout)
         assert line == "halfway\n", rest_of(proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-    half = _listing(project)
+    half = listing(project)
     assert half != expected_undo and half != expected_target  # really cut in the middle
     with _child("recover-done" if recorded else "recover-undone", str(project),
                 str(memory)) as proc:
@@ -255,10 +228,10 @@ def test_kill_9_during_a_restore_leaves_it_done_or_not_started(
         rest_of(proc)
     if recorded:
         assert "it has been finished" in said
-        assert _listing(project) == expected_target
+        assert listing(project) == expected_target
     else:
         assert "so it did not happen" in said
-        assert _listing(project) == expected_undo
+        assert listing(project) == expected_undo
     assert not any(name.startswith(".") and name.endswith(".tmp")
                    for name in os.listdir(project))  # no temporary file left behind
     with _child("recover-undone", str(project), str(memory)) as proc:

@@ -22,20 +22,10 @@ from actors.workspace._housekeeping import collect
 from repl.cli import main
 from tests.children import read_line, rest_of
 from tests.clitools import harness
+from tests.project_files import listing
 from tests.runtime import running, settings_for
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _listing(root: Path) -> dict[str, bytes | str]:
-    found: dict[str, bytes | str] = {}
-    for top, dirs, files in os.walk(root):
-        for name in dirs:
-            found[os.path.relpath(os.path.join(top, name), root)] = "dir"
-        for name in files:
-            path = os.path.join(top, name)
-            found[os.path.relpath(path, root)] = Path(path).read_bytes()
-    return found
 
 
 class Session:
@@ -46,7 +36,7 @@ class Session:
         self.memory = tmp_path / "memory"
         self.project = tmp_path / "project"
         self.id = ""
-        self.at: dict[str, dict[str, bytes | str]] = {}
+        self.at: dict[str, dict[str, object]] = {}
         self.numbers: list[int] = []
 
     def cli(self, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -72,13 +62,13 @@ def _run_session(tmp_path: Path) -> Session:
             settings = settings_for(tmp_path, server.base_url, mode=Mode.SKIP_PERMISSIONS)
             (session.project / "notes.txt").write_text("one\n")
             (session.project / "old.txt").write_text("old\n")
-            session.at["start"] = _listing(session.project)
+            session.at["start"] = listing(session.project)
             async with running(settings) as (sup, _rec):
                 assert (await sup.run_turn("First")).ok
-                session.at["after first"] = _listing(session.project)
+                session.at["after first"] = listing(session.project)
                 assert (await sup.run_turn("Second")).ok
                 session.id = sup.session_id
-            session.at["end"] = _listing(session.project)
+            session.at["end"] = listing(session.project)
 
     anyio.run(go)
     transcript = SessionStore(session.memory).load_session(session.id)["transcript"]
@@ -98,22 +88,22 @@ def test_rewind_files_to_a_message_then_undo(session: Session,
                                  "--dry-run", capsys=capsys)
     assert status == 0
     assert "Would rewind the files of session" in out and "Nothing was changed" in out
-    assert _listing(session.project) == session.at["end"]  # a dry run writes nothing
+    assert listing(session.project) == session.at["end"]  # a dry run writes nothing
     status, out, _ = session.cli("--rewind", session.id, "--to", str(first), "--files",
                                  capsys=capsys)
     assert status == 0, out
-    assert _listing(session.project) == session.at["start"]  # created, changed, deleted
+    assert listing(session.project) == session.at["start"]  # created, changed, deleted
     assert f"To undo: harness --rewind {session.id} --undo" in out
     status, out, _ = session.cli("--rewind", session.id, "--to", str(second), "--files",
                                  capsys=capsys)
     assert status == 0
-    assert _listing(session.project) == session.at["after first"]
+    assert listing(session.project) == session.at["after first"]
     status, _out, _ = session.cli("--rewind", session.id, "--undo", capsys=capsys)
     assert status == 0
-    assert _listing(session.project) == session.at["start"]
+    assert listing(session.project) == session.at["start"]
     status, _out, _ = session.cli("--rewind", session.id, "--undo", capsys=capsys)
     assert status == 0  # an undo is a rewind too: undone in turn
-    assert _listing(session.project) == session.at["after first"]
+    assert listing(session.project) == session.at["after first"]
 
 
 def test_the_diffstat_comes_first_and_hand_edits_are_flagged(
@@ -157,7 +147,7 @@ def test_user_mistakes_exit_2_with_one_line(session: Session,
         status, out, err = session.cli(*argv, capsys=capsys)
         assert status == 2, (argv, out, err)
         assert said in err and err.count("\n") == 1, (argv, err)
-        assert _listing(session.project) == session.at["end"]
+        assert listing(session.project) == session.at["end"]
 
 
 @pytest.mark.slow
@@ -177,7 +167,7 @@ def test_a_running_session_is_not_rewound_behind_its_back(
         holder.stdin.close()
         holder.wait(timeout=30)
     assert status == 2 and "is in use by another process" in err
-    assert _listing(session.project) == session.at["end"]
+    assert listing(session.project) == session.at["end"]
 
 
 @pytest.mark.slow
@@ -198,13 +188,13 @@ def test_kill_9_during_a_rewind_then_the_next_command_says_it_did_not_happen(
         assert read_line(proc.stdout) == "halfway\n", rest_of(proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-    assert _listing(session.project) != session.at["end"]  # cut half-way
+    assert listing(session.project) != session.at["end"]  # cut half-way
     result = harness("--rewind", session.id, "--to", str(first), "--files", "--dry-run",
                      memory_dir=session.memory)
     assert result.returncode == 0, result.stderr
     assert ("A rewind of the project's files was interrupted before it was recorded; the "
             "files were put back as they were, so it did not happen.") in result.stdout
-    assert _listing(session.project) == session.at["end"]
+    assert listing(session.project) == session.at["end"]
 
 
 def test_info_export_and_search_show_what_each_call_changed(
@@ -278,7 +268,7 @@ def test_a_fork_rewinds_to_the_snapshots_taken_before_it(
     status, _out, err = session.cli("--rewind", fork_id, "--to", str(first), "--files",
                                    capsys=capsys)
     assert status == 0, err
-    assert _listing(session.project) == session.at["start"]
+    assert listing(session.project) == session.at["start"]
 
 
 def _context(session: Session) -> list[dict[str, Any]]:
@@ -293,21 +283,21 @@ def test_rewind_the_conversation_or_both(session: Session,
     status, out, _ = session.cli("--rewind", session.id, "--to", str(second), "--both",
                                  "--dry-run", capsys=capsys)
     assert status == 0 and "The conversation would go back to before message" in out
-    assert _context(session) == context and _listing(session.project) == session.at["end"]
+    assert _context(session) == context and listing(session.project) == session.at["end"]
 
     status, out, _ = session.cli("--rewind", session.id, "--to", str(second),
                                  "--conversation", "--json", capsys=capsys)
     report = json.loads(out)
     assert status == 0 and report["conversation"]["rewound"] is True
     assert _context(session) == context[: second - 1]  # the context ends before it
-    assert _listing(session.project) == session.at["end"]  # the files stay
+    assert listing(session.project) == session.at["end"]  # the files stay
     fork = report["conversation"]["fork_id"]
     assert SessionStore(session.memory).load_context(fork) == context  # nothing lost
 
     status, out, _ = session.cli("--rewind", session.id, "--to", str(first), "--both",
                                  capsys=capsys)
     assert status == 0, out
-    assert _listing(session.project) == session.at["start"]
+    assert listing(session.project) == session.at["start"]
     assert [m["role"] for m in _context(session)] == ["system"]
     assert "The conversation now ends before message" in out
     status, _out, err = session.cli("--rewind", session.id, "--to", "3", "--both",
@@ -335,7 +325,7 @@ def test_a_rewind_of_both_cut_between_its_halves_is_finished_by_the_next_command
             "files were rewound; it has been finished: the conversation now ends before "
             f"message {first} too (what came after is kept in session ") in out
     assert _context(session) == context[: first - 1]
-    assert _listing(session.project) == session.at["start"]
+    assert listing(session.project) == session.at["start"]
     status, out, _ = session.cli("--rewind", session.id, "--to", str(first), "--files",
                                  "--dry-run", capsys=capsys)
     assert status == 0 and "was interrupted" not in out  # said once

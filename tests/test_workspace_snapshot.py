@@ -37,13 +37,6 @@ def _bash(project: Path, command: str) -> None:
     subprocess.run(["bash", "-c", command], cwd=project, check=True, timeout=30)
 
 
-@pytest.fixture
-def memory(tmp_path: Path) -> Path:
-    path = tmp_path / "memory"
-    path.mkdir(mode=0o700)
-    return path
-
-
 def _workspace(project: Path, memory: Path, **limits: int) -> Workspace:
     return Workspace(project, memory, open_objects(memory), limits=Limits(**limits))
 
