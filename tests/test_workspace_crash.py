@@ -20,16 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
-from actors.core.config import Mode
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.workspace._crashpoints import ENV
 from tests.children import READ_TIMEOUT, read_line
 from tests.clitools import REPO, harness
-from tests.project_files import listing
-from tests.runtime import running, settings_for
+from tests.project_files import listing, record_two_turns
 from tests.stores import Stores
 
 pytestmark = pytest.mark.slow
@@ -103,23 +100,13 @@ def _make_session(tmp_path: Path, stores: Stores) -> Session:
         Reply("Second done."),
     ]
 
-    async def go() -> None:
-        with ScriptedServer(script) as server:
-            settings = settings_for(tmp_path, server.base_url, mode=Mode.SKIP_PERMISSIONS)
-            (session.project / "notes.txt").write_text("one\n")
-            (session.project / "old.txt").write_text("old\n")
-            session.files["first"] = listing(session.project)
-            store = stores.open(settings.memory_dir)
-            async with running(settings, store) as (sup, _rec):
-                assert (await sup.run_turn("First")).ok
-                session.files["second"] = listing(session.project)
-                assert (await sup.run_turn("Second")).ok
-                session.id = sup.session_id
-            session.files["end"] = listing(session.project)
-            numbers = [m.number for m in store.user_messages(session.id)]
-            session.first, session.second = numbers
-
-    anyio.run(go)
+    recorded = record_two_turns(tmp_path, script, {"notes.txt": "one\n", "old.txt": "old\n"},
+                                stores.open(tmp_path / "memory"))
+    session.id = recorded.session_id
+    session.files = {"first": recorded.start, "second": recorded.after_first,
+                     "end": recorded.end}
+    session.first, session.second = (
+        m.number for m in recorded.store.user_messages(session.id))
     session.context = session.load_context()
     return session
 

@@ -11,19 +11,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
-from actors.core.config import Mode
 from actors.store import SessionStore
-from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
+from actors.testing.scripted_server import Reply, ToolCall
 from actors.workspace import Workspace, apply_rewind, open_objects, plan_rewind
 from actors.workspace._housekeeping import collect
 from repl.cli import main
 from tests.children import read_line, rest_of
 from tests.clitools import harness
-from tests.project_files import listing
-from tests.runtime import running, settings_for
+from tests.project_files import listing, record_two_turns
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -57,20 +54,10 @@ def _run_session(tmp_path: Path) -> Session:
         Reply("Second done."),
     ]
 
-    async def go() -> None:
-        with ScriptedServer(script) as server:
-            settings = settings_for(tmp_path, server.base_url, mode=Mode.SKIP_PERMISSIONS)
-            (session.project / "notes.txt").write_text("one\n")
-            (session.project / "old.txt").write_text("old\n")
-            session.at["start"] = listing(session.project)
-            async with running(settings) as (sup, _rec):
-                assert (await sup.run_turn("First")).ok
-                session.at["after first"] = listing(session.project)
-                assert (await sup.run_turn("Second")).ok
-                session.id = sup.session_id
-            session.at["end"] = listing(session.project)
-
-    anyio.run(go)
+    recorded = record_two_turns(tmp_path, script, {"notes.txt": "one\n", "old.txt": "old\n"})
+    session.id = recorded.session_id
+    session.at = {"start": recorded.start, "after first": recorded.after_first,
+                  "end": recorded.end}
     transcript = SessionStore(session.memory).load_session(session.id)["transcript"]
     session.numbers = [i + 1 for i, m in enumerate(transcript) if m["role"] == "user"]
     return session
