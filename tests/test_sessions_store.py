@@ -17,7 +17,7 @@ from actors.core.compaction import summary_message
 from actors.core.errors import AmbiguousSessionId, SessionNotFound, UsageError
 from actors.core.ids import ALPHABET, new_session_id
 from actors.core.messages import call_ids_of, pairing_problems
-from actors.store import Store
+from actors.store import Store, _branches
 from tests.stores import Stores
 
 SYSTEM = {"role": "system", "content": "You are a coding agent."}
@@ -254,6 +254,28 @@ def test_rewind_moves_the_context_back_and_keeps_the_tail_as_a_fork(store: Store
         store.rewind(sid, before=9)  # on the abandoned branch now
     with pytest.raises(UsageError, match="not one you typed"):
         store.rewind(sid, before=3)  # an answer, not a user message
+
+
+def test_a_rewind_cut_short_leaves_no_fork_and_the_context_as_it_was(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fork's copy and the move of the context are one transaction: a failure (or a
+    # kill -9) after the copy leaves neither.
+    messages = conversation()
+    sid = store.create_session(messages=messages)
+    before = {s["id"] for s in store.list_sessions()}
+
+    def cut(*_args: Any) -> None:
+        raise RuntimeError("cut after the fork's copy")
+
+    monkeypatch.setattr(_branches, "parent_of", cut)
+    with pytest.raises(RuntimeError, match="cut after"):
+        store.rewind(sid, before=4)
+    monkeypatch.undo()
+    assert {s["id"] for s in store.list_sessions()} == before
+    assert store.load_context(sid) == messages
+    rewound = store.rewind(sid, before=4)  # and it can still be done
+    assert {s["id"] for s in store.list_sessions()} == before | {rewound.fork_id}
 
 
 def test_rewind_to_before_every_typed_message_keeps_pairing_valid(store: Store) -> None:

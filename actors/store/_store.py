@@ -1003,21 +1003,27 @@ class Store:
         """Move the working context back to just before user message ``before`` (a number
         :meth:`user_messages` lists), keeping everything first as a fork.
 
-        Two steps, each one transaction: :meth:`fork` copies the whole session (the part
-        after the rewind point stays resumable there), then the context becomes what it was
-        before that message (see :mod:`actors.store._branches`), and the next message
-        appended follows the one the context now ends with. The transcript is never
-        rewritten: it keeps every message, and the fork's id says where the rest went.
+        One transaction: the whole session is copied as a fork (as :meth:`fork` copies it:
+        the part after the rewind point stays resumable there) and the context becomes what
+        it was before that message (see :mod:`actors.store._branches`), so a kill -9 leaves
+        either both or neither; the next message appended follows the one the context now
+        ends with. The transcript is never rewritten: it keeps every message, and the fork's
+        id says where the rest went. The fork is then recovered (a kill before that leaves it
+        to be recovered at its first open, as any session is).
         """
-        with self._existing_lease(session_id):
+        fork_id = new_session_id()
+        with self._existing_lease(session_id), self.lease(fork_id):
             if before not in {m.number for m in self.user_messages(session_id)}:
                 raise UsageError(
                     f"Message {before} is not one you typed in this conversation; "
                     "pick one of the messages \\rewind lists."
                 )
-            fork_id = self.fork(session_id)
-            with self.db.write(session_id) as conn:
+            with self.db.write(session_id, fork_id) as conn:
                 row = _rows.session_row(conn, session_id)
+                self._copy_into(
+                    conn, row, fork_id,
+                    _branches.Cut(row.transcript_len - 1, row.context_len - 1, ()), whole=True,
+                )
                 target = _branches.parent_of(conn, row.rid, before - 1)
                 position = _branches.context_position(conn, row.rid, target)
                 if position is not None:
@@ -1045,9 +1051,11 @@ class Store:
                     (len(texts), target, one_line(latest) if latest else "", timestamp(),
                      row.rid),
                 )
-        self._contexts.replaced(
-            session_id, SavedContext(row.rid, row.context_version + 1, StoredMessages(messages))
-        )
+            self._contexts.replaced(
+                session_id,
+                SavedContext(row.rid, row.context_version + 1, StoredMessages(messages)),
+            )
+            self.recover(fork_id)
         return Rewound(messages, fork_id, before)
 
     def delete(self, session_id: str) -> None:
