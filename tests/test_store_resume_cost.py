@@ -15,7 +15,12 @@ import pytest
 from actors.core.budget import estimate_messages
 from actors.core.errors import CorruptSession
 from actors.core.messages import INTERRUPTED_NOTICE, pairing_problems
-from actors.store import SqliteStore
+from actors.core.stored import StoredMessages
+from actors.model import _body
+from actors.store import SqliteStore, _rows
+from actors.testing.scripted_server import Reply, ScriptedServer
+from tests.runtime import running, settings_for
+from tests.stores import Stores
 
 SYSTEM = {"role": "system", "content": "sys"}
 
@@ -200,3 +205,107 @@ def test_an_append_reads_and_parses_nothing_whatever_the_length(
         written = _written(store, lambda: store.append(sid, turn(903), at=len(messages)))
         assert parses.count == 0 and written == 4 * 2 + 1
         assert store.load_context(sid)[-4:] == turn(903)
+
+
+# -- the first request after a resume (actors/model/_body.py) --------------------------------
+
+
+class RowParses:
+    """Counts the store's parses of context rows (each ``StoredMessages`` row read)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real = _rows.json_loader
+
+        def loader(session_id: str, damage_hint: str) -> Callable[[str, str], Any]:
+            loads = real(session_id, damage_hint)
+
+            def counting(body: str, what: str) -> Any:
+                self.count += what.startswith("context message")  # not the state's
+                return loads(body, what)
+
+            return counting
+
+        monkeypatch.setattr(_rows, "json_loader", loader)
+
+
+class Encodes:
+    """Counts the messages the model client encodes for its requests."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real = _body._for_wire
+
+        def counting(message: dict[str, Any]) -> dict[str, Any]:
+            self.count += 1
+            return real(message)
+
+        monkeypatch.setattr(_body, "_for_wire", counting)
+
+
+TYPED = {"role": "user", "content": "Read this:\n<file a.txt>naïve “quotes” \u2028</file>",
+         "shown": "@a.txt"}  # what the user typed: kept in the store, never sent
+
+
+@pytest.mark.anyio
+async def test_the_first_request_after_a_resume_sends_the_stored_rows_unparsed(
+    tmp_path: Path, stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    history = [SYSTEM, *(m for k in range(60) for m in turn(k)), TYPED,
+               {"role": "assistant", "content": "Ünïcode ✓ 1.5e300 \\ \"quoted\" \x7f"},
+               *(m for k in range(60, 100) for m in turn(k))]
+    with ScriptedServer([Reply("Fine."), Reply("Again.")]) as server:
+        settings = settings_for(tmp_path, server.base_url)
+        sid = stores.open(settings.memory_dir).create_session(
+            messages=history, project_root=str(settings.sandbox_dir))
+        parses, encodes = RowParses(monkeypatch), Encodes(monkeypatch)
+        resumed = stores.open(settings.memory_dir)  # a new instance: nothing cached
+        async with running(settings, resumed, resume=sid) as (sup, _):
+            assert parses.count == 0
+            assert (await sup.run_turn("hi")).ok
+            # the row holding what the user typed is read (and encoded without it), and the
+            # new message encoded; every other message went as stored
+            assert parses.count == 1 and encodes.count == 2
+            parses.count = encodes.count = 0
+            assert (await sup.run_turn("and again")).ok
+            assert parses.count == 0 and encodes.count == 2  # the answer and the new message
+        server.assert_done()
+    sent = stores.open(settings.memory_dir).load_context(sid)
+    for raw, request in zip(server.raw_requests, server.requests, strict=True):
+        # byte for byte what encoding each parsed message gives
+        messages = list(sent[:len(request["messages"])])
+        expected = b"[" + b",".join(_body.dumps(_body._for_wire(m)) for m in messages) + b"]"
+        head = _body.dumps({"model": request["model"]})[:-1]
+        assert raw.startswith(head + b',"messages":' + expected + b',"stream":true')
+    first = server.requests[0]["messages"]
+    assert first[:len(history)] == [*history[:241], {"role": "user", "content": TYPED["content"]},
+                                    *history[242:]]
+    assert b"@a.txt" not in server.raw_requests[0]
+
+
+def test_two_resumes_are_told_apart_by_their_rows_owner() -> None:
+    """Row indexes of two stored contexts are alike; the encoder must not take one for
+    the other (the same small ints)."""
+    from actors.core.messages import encode, shape_of
+
+    def read(messages: list[dict[str, Any]]) -> StoredMessages:
+        return StoredMessages.read([encode(m) for m in messages],
+                                   [shape_of(m) for m in messages],
+                                   [estimate_messages([m]) for m in messages],
+                                   lambda text, _: json.loads(text))
+
+    one, two = [SYSTEM, *turn(1)], [SYSTEM, *turn(2)]
+    encoded = _body.EncodedMessages()
+    encoded.update(read(one))
+    assert encoded.taken == 5 and encoded.encoded == 0
+    other = read(two)
+    assert not encoded.starts(other)
+    encoded.update(other)
+    assert json.loads(encoded.body({}, {}))["messages"] == two
+    assert encoded.call_ids == {"c2"} and encoded.tokens == estimate_messages(two)
+    again = other.copy()
+    again.append({"role": "user", "content": "more"})
+    assert encoded.starts(again)
+    encoded.update(again)
+    assert encoded.taken == 10 and encoded.encoded == 1
+    assert json.loads(encoded.body({}, {}))["messages"] == [*two, again[-1]]

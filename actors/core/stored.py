@@ -27,9 +27,10 @@ from collections.abc import Callable, Iterable, Iterator, MutableSequence
 from typing import Any, overload
 
 from actors.core.budget import estimate_message
-from actors.core.messages import Facts, Message, encode, facts_of, facts_of_shape
+from actors.core.messages import SHOWN, Facts, Message, encode, facts_of, facts_of_shape
 
 _PLAIN: Facts = (False, None, ())  # the facts of most messages
+_SHOWN_KEY = f'"{SHOWN}":'  # the harness-only key, as canonical JSON writes a key
 
 
 class _Rows:
@@ -131,6 +132,31 @@ class StoredMessages(MutableSequence[Message]):
             text = self._rows.texts[item]
             return text if text is not None else encode(self._rows.message(item, position))
         return encode(item)  # type: ignore[arg-type]
+
+    def wire(self, position: int) -> tuple[str, int, tuple[str, ...]] | None:
+        """A row not parsed yet as a request sends it, without parsing it: its stored text
+        (canonical JSON, which is what the model client's encoding of the parsed message
+        gives, byte for byte), its saved token estimate and the ids of the calls it makes;
+        None when the message must be read instead (given as a dict, parsed already, saved
+        without its facts, or holding the harness-only key :data:`SHOWN`, which a request
+        leaves out). Only a key ``"shown"`` puts that text in canonical JSON (a quote inside
+        a string is escaped), so a text without it has no such key at any depth."""
+        item = self._items[position]
+        if type(item) is not int:
+            return None
+        rows = self._rows
+        assert rows is not None
+        text, shape, tokens = rows.texts[item], rows.shapes[item], rows.tokens[item]
+        if text is None or shape is None or tokens is None or _SHOWN_KEY in text:
+            return None
+        return text, tokens, facts_of_shape(shape)[2] if shape else ()
+
+    def keys(self) -> tuple[object, list[object]]:
+        """What tells this sequence's messages apart without parsing them: the stored rows'
+        owner (shared by every copy, None if there are none) and a key per position, the
+        same in every copy whether or not the row was parsed (the dict given, or the row's
+        index: an index means a row only beside the same owner)."""
+        return self._rows, list(self._items)
 
     def is_message(self, position: int, message: object) -> bool:
         """Whether ``message`` is the very dict at ``position`` (nothing is parsed: a row

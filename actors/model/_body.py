@@ -53,51 +53,84 @@ def _call_ids(message: Message) -> list[str]:
     ]
 
 
+def _keys(messages: Sequence[Message]) -> tuple[object, Sequence[object]]:
+    """The owner of the stored rows and a key per message (see
+    :meth:`~actors.core.stored.StoredMessages.keys`); a plain list's keys are its dicts."""
+    keys = getattr(messages, "keys", None)  # stored messages: told apart without parsing
+    if keys is not None:
+        origin, items = keys()
+        return origin, items
+    return None, messages
+
+
 class EncodedMessages:
     """The messages of the latest request, encoded and joined (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._objs: list[Message] = []
+        self._origin: object = None  # the owner of the stored rows the keys index
+        self._keys: list[object] = []  # per message: its dict, or its stored row's index
         self._ends: list[int] = []  # the end offset of each message's JSON in _joined
         self._tokens: list[int] = []  # estimated tokens of the messages up to each one
+        self._calls: list[tuple[str, ...] | list[str]] = []  # each message's call ids
         self._joined = bytearray()  # the messages' JSON, comma-separated
         self._call_ids: set[str] = set()
         self.encoded = 0  # messages encoded so far (for tests and benchmarks)
+        self.taken = 0  # messages taken as stored, not parsed nor encoded (the same)
 
-    def starts(self, message: Message) -> bool:
-        """Whether the messages held start with this very object."""
-        return bool(self._objs) and self._objs[0] is message
+    def starts(self, messages: Sequence[Message]) -> bool:
+        """Whether the messages held start with the first of these (nothing is parsed)."""
+        origin, keys = _keys(messages)
+        return (bool(self._keys) and bool(keys) and keys[0] is self._keys[0]
+                and (origin is self._origin or type(keys[0]) is not int))
 
     def update(self, messages: Sequence[Message]) -> None:
-        """Make these the messages held, encoding only those not held already."""
-        objs = self._objs
-        held = len(objs)
-        if len(messages) >= held and all(map(operator.is_, messages, objs)):
+        """Make these the messages held, encoding only those not held already. A stored
+        row not yet parsed is taken as stored (its text is what encoding it would give)."""
+        origin, keys = _keys(messages)
+        held_keys = self._keys
+        held = len(held_keys)
+        if origin is not self._origin:  # row indexes of other rows: none of them match
+            keep = next((i for i, (a, b) in enumerate(zip(keys, held_keys, strict=False))
+                         if a is not b or type(a) is int), min(held, len(keys)))
+            self._truncate(keep)
+        elif len(keys) >= held and all(map(operator.is_, keys, held_keys)):
             keep = held
         else:
             keep = next(
-                (i for i, (a, b) in enumerate(zip(messages, objs, strict=False)) if a is not b),
-                min(held, len(messages)),
+                (i for i, (a, b) in enumerate(zip(keys, held_keys, strict=False)) if a is not b),
+                min(held, len(keys)),
             )
             self._truncate(keep)
-        for message in messages[keep:]:
-            part = dumps(_for_wire(message))
+        self._origin = origin
+        wire = getattr(messages, "wire", None)
+        for position in range(keep, len(keys)):
+            stored = wire(position) if wire is not None else None
+            if stored is not None:
+                text, tokens, calls = stored
+                part = text.encode()
+                self.taken += 1
+            else:
+                message = messages[position]
+                part = dumps(_for_wire(message))
+                tokens, calls = estimate_message(message), _call_ids(message)
+                self.encoded += 1
             if self._joined:
                 self._joined += b","
             self._joined += part
-            objs.append(message)
+            held_keys.append(keys[position])
             self._ends.append(len(self._joined))
             previous = self._tokens[-1] if self._tokens else 0
-            self._tokens.append(previous + estimate_message(message))
-            self._call_ids.update(_call_ids(message))
-            self.encoded += 1
+            self._tokens.append(previous + tokens)
+            self._calls.append(calls)
+            self._call_ids.update(calls)
 
     def _truncate(self, keep: int) -> None:
-        del self._objs[keep:]
+        del self._keys[keep:]
         del self._ends[keep:]
         del self._tokens[keep:]
+        del self._calls[keep:]
         del self._joined[self._ends[-1] if self._ends else 0:]
-        self._call_ids = {i for m in self._objs for i in _call_ids(m)}
+        self._call_ids = {i for calls in self._calls for i in calls}
 
     @property
     def tokens(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,7 @@ REASONING_ONLY_REASON = ("The model spent its whole answer on reasoning and gave
 
 @dataclass
 class ModelRequest:
-    messages: list[Message]
+    messages: Sequence[Message]  # read, never changed (stored messages: see actors.core.stored)
     reply: MemoryObjectSendStream[ModelOutcome]
     tools: list[dict[str, Any]] | None = None
     turn: Turn | None = None

@@ -29,7 +29,7 @@ still running (a background summary call) and the background checks.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -275,11 +275,11 @@ class ModelClient:
         return ModelOutcome(message=message, usage=usage, finish_reason=assembly.finish_reason,
                             reasoning=assembly.reasoning_text())
 
-    def _encoded_for(self, messages: list[Message]) -> EncodedMessages:
+    def _encoded_for(self, messages: Sequence[Message]) -> EncodedMessages:
         """The encoder holding these messages' conversation (the one whose first message
         they start with), brought up to date; else the other one (the least recently used)."""
         first, second = self._encoded
-        if not (messages and first.starts(messages[0])):
+        if not first.starts(messages):
             first, second = second, first
             self._encoded = (first, second)
         first.update(messages)

@@ -71,6 +71,7 @@ from actors.core.messages import (
     tool_result,
 )
 from actors.core.prompts import read_memory_notes, system_prompt
+from actors.core.stored import StoredMessages
 from actors.core.titles import provisional_title
 from actors.core.turn import Turn
 from actors.model import (
@@ -503,10 +504,12 @@ class Supervisor:
 
     async def _ask_model(self, turn: Turn) -> ModelOutcome:
         inbox = self._running().model
-        # The context's own message objects (a copy of the list: what this request holds):
-        # the model client recognises those it has encoded before, and leaves out the keys
-        # only the harness reads; new dicts here would make it encode every message again.
-        messages = list(self._context.messages)
+        # The context's own message objects (a copy of the sequence: what this request
+        # holds): the model client recognises those it has encoded before, takes stored rows
+        # not yet parsed as stored, and leaves out the keys only the harness reads; new dicts
+        # here (or a list, which parses every stored row) would make it encode them again.
+        context = self._context.messages
+        messages = context.copy() if isinstance(context, StoredMessages) else list(context)
         tools = tool_schemas()
         outcome: ModelOutcome = await ask(
             inbox,

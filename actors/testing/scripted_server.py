@@ -246,7 +246,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.owner._record_error(f"invalid request body: {exc}")
             self._send_error(400, f"invalid JSON body: {exc}")
             return
-        step, problem = self.server.owner._next_step(body)
+        step, problem = self.server.owner._next_step(body, raw)
         if step is None:
             self._send_json(problem[0], problem[1])
         else:
@@ -364,6 +364,7 @@ class ScriptedServer:
         self.steps: list[Step] = [] if callable(script) else list(script)
         self.errors: list[str] = []
         self._requests: list[JSON] = []
+        self.raw_requests: list[bytes] = []  # the bytes of each chat request (not titles)
         self._consumed = 0
         self._cond = threading.Condition()
         self._closing = threading.Event()
@@ -501,13 +502,14 @@ class ScriptedServer:
             return None, (500, self.flavour.error_payload(500, message))
         return step, (200, {})
 
-    def _next_step(self, body: JSON) -> tuple[Step | None, tuple[int, JSON | str]]:
+    def _next_step(self, body: JSON, raw: bytes) -> tuple[Step | None, tuple[int, JSON | str]]:
         """Record the request and pick its step, or return (None, (status, payload))."""
         if is_title_request(body.get("messages")):
             return self._title_step(body)
         with self._cond:
             index = len(self._requests)
             self._requests.append(body)
+            self.raw_requests.append(raw)
             self._cond.notify_all()
             refused = self.flavour.refuse(body, self.models)
             if refused is not None:
