@@ -19,7 +19,11 @@ Run from the repository root::
   over a store of 2,000 saved sessions (four messages each), until it exits.
 * **--resume of a 20,000-message session** (``--resume-messages``): the REPL resuming a session
   of that many ~1 KB messages (benchmarks/store.py's generated conversation), to its first
-  prompt, and the process's peak RSS (``/usr/bin/time -f %M``).
+  prompt, and the process's peak RSS (``/usr/bin/time -f %M``). Beside it, one turn on that
+  session in print mode (``--resume ID -p hi``, the whole process: time and peak RSS), and the
+  same in process (``Supervisor.open(resume=ID)`` then ``run_turn``: the resume's and the
+  turn's milliseconds, and how many context rows each parsed and how many messages the model
+  client encoded for the request).
 
 Each figure is the median of ``--runs`` runs; the trees (this one first, then each
 ``--tree``) are run in turn, interleaved, so the machine's load falls on all of them alike.
@@ -32,6 +36,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,6 +55,7 @@ sys.path.insert(0, str(REPO))
 from actors.testing.scripted_server import Reply, ScriptedServer  # noqa: E402
 
 PROMPT = "You:"
+BIG_BUDGET = 10_000_000  # tokens: the 20,000-message session fits, its first turn is no compaction
 SESSIONS = 2_000
 BENCHMARKS = Path(__file__).resolve().parent
 
@@ -163,6 +169,71 @@ def resumed(argv: list[str], env: dict[str, str], cwd: Path, rss_file: Path) -> 
     return seconds, int(rss_file.read_text().split()[-1])
 
 
+_IN_PROCESS = """
+import json, sys, time
+from pathlib import Path
+import anyio
+from actors.model import _body
+from actors.runtime.supervisor import Supervisor
+from actors.store import SqliteStore, _rows
+from actors.testing.settings import settings_for
+
+counts = {"parses": 0, "encodes": 0}
+real_loader, real_wire = _rows.json_loader, _body._for_wire
+
+def loader(session_id, hint):
+    loads = real_loader(session_id, hint)
+    def counting(body, what):
+        counts["parses"] += what.startswith("context message")
+        return loads(body, what)
+    return counting
+
+def wire(message):
+    counts["encodes"] += 1
+    return real_wire(message)
+
+_rows.json_loader, _body._for_wire = loader, wire
+memory, sid, project, url = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+budget = {"max_context_tokens": int(sys.argv[5])} if len(sys.argv) > 5 else {}
+
+async def main():
+    settings = settings_for(memory.parent, url, memory_dir=memory, sandbox_dir=project,
+                            **budget)
+    start = time.perf_counter()
+    async with Supervisor.open(settings, SqliteStore(memory), resume=sid) as supervisor:
+        opened, at_open = time.perf_counter(), dict(counts)
+        assert (await supervisor.run_turn("hi")).ok
+        turned = time.perf_counter()
+    print(json.dumps({"resume": opened - start, "turn": turned - opened,
+                      "open_parses": at_open["parses"],
+                      "turn_parses": counts["parses"] - at_open["parses"],
+                      "turn_encodes": counts["encodes"] - at_open["encodes"]}))
+
+anyio.run(main)
+"""
+
+
+def in_process(tree: Path, memory: Path, sid: str, project: Path, url: str,
+               budget: int | None) -> dict[str, Any]:
+    """A resume and its first turn in one process of ``tree``'s code (see the module)."""
+    over = [] if budget is None else [str(budget)]
+    done = subprocess.run(
+        [sys.executable, "-c", _IN_PROCESS, str(memory), sid, str(project), url, *over],
+        env={**os.environ, "PYTHONPATH": str(tree)}, cwd=project, timeout=120,
+        capture_output=True, text=True)
+    if done.returncode:
+        raise Failed(f"in process: {done.stderr.strip()[-300:]}")
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def print_turn(argv: list[str], env: dict[str, str], cwd: Path,
+               rss_file: Path) -> tuple[float, int]:
+    """Seconds and peak RSS (KB) of the whole process ``argv`` under ``/usr/bin/time``."""
+    seconds = whole_process(["/usr/bin/time", "-o", str(rss_file), "-f", "%M", *argv], env, cwd)
+    return seconds, int(rss_file.read_text().split()[-1])
+
+
 def populate(tree: Path, memory: Path) -> None:
     """A store of :data:`SESSIONS` sessions, written by ``tree``'s own code (its schema)."""
     subprocess.run([sys.executable, "-c", _POPULATE, str(memory), str(SESSIONS)],
@@ -181,7 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     trees = [REPO, *(t.resolve() for t in args.tree)]
     samples: dict[str, dict[str, list[float]]] = {
-        str(t): {"prompt": [], "first": [], "list": [], "resume": [], "rss": []} for t in trees}
+        str(t): {key: [] for key in (
+            "prompt", "first", "list", "resume", "rss", "p", "p_rss", "in_resume", "in_turn",
+            "p_big", "p_rss_big", "in_resume_big", "in_turn_big")} for t in trees}
+    counted: dict[str, dict[str, int]] = {}
     floor: list[float] = []
     failures: list[str] = []
     names = ["this tree" if t == REPO else t.name for t in trees]
@@ -253,8 +327,37 @@ def main(argv: list[str] | None = None) -> int:
                     if run >= 0 and got is not None:
                         samples[str(tree)]["resume"].append(got[0])
                         samples[str(tree)]["rss"].append(got[1] / 1000)
+                    for budget, tag in ((None, ""), (BIG_BUDGET, "_big")):
+                        # a server of its own: it keeps each (22 MB) request it was sent
+                        with ScriptedServer([Reply("hi")] * 4) as turn_server:
+                            # a copy each time: a compaction rewrites the session
+                            scratch = work / "scratch" / "memory"
+                            shutil.rmtree(scratch.parent, ignore_errors=True)
+                            shutil.copytree(memory, scratch)
+                            over = [] if budget is None else ["--max-context-tokens",
+                                                              str(budget)]
+                            got = take(run, label, "--resume -p" + tag, partial(
+                                print_turn, [python, "-m", "repl", "--base-url",
+                                             turn_server.base_url, "--resume", sid, "-p", "hi",
+                                             *over],
+                                _env(tree, scratch), project, work / "rss"))
+                            shutil.rmtree(scratch.parent, ignore_errors=True)
+                            shutil.copytree(memory, scratch)
+                            if run >= 0 and got is not None:
+                                samples[str(tree)]["p" + tag].append(got[0])
+                                samples[str(tree)]["p_rss" + tag].append(got[1] / 1000)
+                            figures = take(run, label, "in process" + tag, partial(
+                                in_process, tree, scratch, sid, project, turn_server.base_url,
+                                budget))
+                        if run >= 0 and figures is not None:
+                            samples[str(tree)]["in_resume" + tag].append(figures["resume"])
+                            samples[str(tree)]["in_turn" + tag].append(figures["turn"])
+                            counted.setdefault(str(tree), {}).update(
+                                {k + tag: v for k, v in figures.items()
+                                 if k.endswith(("parses", "encodes"))})
     load_after = os.getloadavg()[0]
-    med = {t: {k: (1 if k == "rss" else 1000) * statistics.median(v) for k, v in s.items() if v}
+    med = {t: {k: (1 if "rss" in k else 1000) * statistics.median(v)
+               for k, v in s.items() if v}
            for t, s in samples.items()}
 
     def cell(tree: Path, key: str, unit: str) -> str:
@@ -275,12 +378,28 @@ def main(argv: list[str] | None = None) -> int:
               + " | ".join(cell(t, "resume", "ms") for t in trees) + " | |")
         print(f"| --resume of {args.resume_messages:,} messages: peak RSS | "
               + " | ".join(cell(t, "rss", "MB") for t in trees) + " | |")
+        for tag, how in (("", "(a compaction: over the default budget)"),
+                         ("_big", f"with --max-context-tokens {BIG_BUDGET:,} (no compaction)")):
+            print(f"| --resume ID -p hi {how}: whole process | "
+                  + " | ".join(cell(t, "p" + tag, "ms") for t in trees) + " | |")
+            print(f"| --resume ID -p hi {how}: peak RSS | "
+                  + " | ".join(cell(t, "p_rss" + tag, "MB") for t in trees) + " | |")
+            print(f"| in process {how}: the resume | "
+                  + " | ".join(cell(t, "in_resume" + tag, "ms") for t in trees) + " | |")
+            print(f"| in process {how}: its first turn | "
+                  + " | ".join(cell(t, "in_turn" + tag, "ms") for t in trees) + " | |")
+            for key, what in (("open_parses", "rows parsed by the resume"),
+                              ("turn_parses", "rows parsed by the first turn"),
+                              ("turn_encodes", "messages encoded for its requests")):
+                print(f"| in process {how}: {what} | " + " | ".join(
+                    str(counted.get(str(t), {}).get(key + tag, "failed")) for t in trees)
+                      + " | |")
     print(f"\nload average: {load_before:.1f} at the start, {load_after:.1f} at the end "
           "(2 cores)")
     for failure in failures:
         print(f"FAILED: {failure}")
     if args.json:
-        print(json.dumps({"median_ms": med,
+        print(json.dumps({"median_ms": med, "counts": counted,
                           "floor_ms": 1000 * statistics.median(floor) if floor else None,
                           "failures": failures}))
     return 1 if failures else 0
