@@ -148,3 +148,13 @@ def wait_until(condition: Callable[[], object], timeout: float = 10) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"still false after {timeout} s: {condition}")
         time.sleep(0.02)
+
+
+def pending_index(store: Store) -> int:
+    """Messages not in the search index yet (SQLite: the rows after the mark; PostgreSQL:
+    one mark each)."""
+    with store.db.read() as conn:
+        if store.db.location.startswith("postgresql"):
+            return int(conn.execute("SELECT count(*) FROM index_pending").fetchone()[0])
+        return int(conn.execute("SELECT count(*) FROM transcript WHERE mid > "
+                                "(SELECT upto FROM index_state)").fetchone()[0])

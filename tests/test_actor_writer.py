@@ -21,6 +21,7 @@ from actors.runtime.checkpoint_writer import (
     run_checkpoint_writer,
 )
 from actors.store import SessionStore
+from tests.stores import pending_index
 from tests.virtual_time import BACKENDS, on_virtual_time
 
 pytestmark = pytest.mark.anyio
@@ -100,16 +101,6 @@ async def test_a_cancelled_writer_refuses_queued_writes(store: SessionStore) -> 
     send.close()
 
 
-def _pending(store: SessionStore) -> int:
-    """Messages not in the search index yet (SQLite: the rows after the mark; PostgreSQL:
-    one mark each)."""
-    with store.db.read() as conn:
-        if store.db.location.startswith("postgresql"):
-            return int(conn.execute("SELECT count(*) FROM index_pending").fetchone()[0])
-        return int(conn.execute("SELECT count(*) FROM transcript WHERE mid > "
-                                "(SELECT upto FROM index_state)").fetchone()[0])
-
-
 async def test_the_index_catches_up_when_the_writer_is_idle(store: SessionStore) -> None:
     sid = store.create_session(messages=[SYSTEM])
     send, receive = anyio.create_memory_object_stream[Write](16)
@@ -117,16 +108,16 @@ async def test_the_index_catches_up_when_the_writer_is_idle(store: SessionStore)
         await tg.start(run_checkpoint_writer, store, receive)
         client = CheckpointClient(send, sid)
         await client.append([{"role": "user", "content": "platypus"}], at=1)
-        assert _pending(store) == 1  # the checkpoint itself wrote no postings
+        assert pending_index(store) == 1  # the checkpoint itself wrote no postings
         await anyio.sleep(INDEX_IDLE_SECONDS * 2)  # idle: the writer started indexing
         await client.update(title="served after the batch under way")
-        assert _pending(store) == 0 and store.unindexed == 0
+        assert pending_index(store) == 0 and store.unindexed == 0
         # a backlog is indexed at once after the write that made it, idle or not
         many = [{"role": "user", "content": f"echidna {i}"} for i in range(INDEX_BACKLOG)]
         await client.append(many, at=2)
         await client.update(title="after the backlog")  # served after one batch at most
-        assert _pending(store) == 0
+        assert pending_index(store) == 0
         await client.append([{"role": "user", "content": "last words"}], at=2 + INDEX_BACKLOG)
         client.close()  # closing: the writer catches up before it ends
-    assert _pending(store) == 0
+    assert pending_index(store) == 0
     assert [r["id"] for r in store.search_sessions("echidna 3")] == [sid]

@@ -20,7 +20,7 @@ from actors.store._write_ahead import changes_of, notice_for
 from actors.store.sqlite._database import DB_NAME, SqliteDatabase
 from actors.store.sqlite._index import Fts5Index
 from actors.store.sqlite._lease import FlockLeases
-from tests.stores import Stores
+from tests.stores import Stores, pending_index
 
 SYSTEM = {"role": "system", "content": "s"}
 
@@ -126,16 +126,6 @@ class WatchingIndex:
         self.inner.add_messages(conn, rid, rows)
 
 
-def _pending(store: Store) -> int:
-    """Messages not in the search index yet (SQLite: the rows after the mark; PostgreSQL:
-    one mark each)."""
-    with store.db.read() as conn:
-        if store.db.location.startswith("postgresql"):
-            return int(conn.execute("SELECT count(*) FROM index_pending").fetchone()[0])
-        return int(conn.execute("SELECT count(*) FROM transcript WHERE mid > "
-                                "(SELECT upto FROM index_state)").fetchone()[0])
-
-
 def test_a_checkpoint_marks_its_messages_and_the_index_follows_after_its_commit(
     stores: Stores, memory_dir: Path
 ) -> None:
@@ -143,11 +133,11 @@ def test_a_checkpoint_marks_its_messages_and_the_index_follows_after_its_commit(
     sid = store.create_session(messages=[SYSTEM])
     store.index = WatchingIndex(store.index, other)
     store.checkpoint(sid, [SYSTEM, user("first"), user("second")])
-    assert store.index.seen == [] and _pending(store) == 2  # no postings in the checkpoint
+    assert store.index.seen == [] and pending_index(store) == 2  # no postings in the checkpoint
     assert store.unindexed == 2
     assert store.index_pending() is True
     assert store.index.seen == [3]  # the messages were committed before they were indexed
-    assert _pending(store) == 0 and store.unindexed == 0
+    assert pending_index(store) == 0 and store.unindexed == 0
     assert [r["id"] for r in other.search_sessions("second")] == [sid]
 
 
@@ -158,10 +148,10 @@ def test_search_catches_up_with_what_is_not_indexed_yet(stores: Stores, memory_d
         store.append(sid, [user("quokka one"), user("quokka two")], at=1)
     store.close()  # not indexed: the marks are durable, committed with the messages
     again = stores.open(memory_dir)
-    assert _pending(again) == 2
+    assert pending_index(again) == 2
     [found] = again.search_sessions("quokka")
     assert found["id"] == sid and "quokka" in found["snippet"]
-    assert _pending(again) == 0
+    assert pending_index(again) == 0
 
 
 def test_the_indexer_goes_in_batches_and_skips_what_was_deleted(store: Store) -> None:
@@ -170,7 +160,7 @@ def test_the_indexer_goes_in_batches_and_skips_what_was_deleted(store: Store) ->
     store.checkpoint(keep, [SYSTEM, *(user(f"wombat {i}") for i in range(5))])
     store.checkpoint(gone, [SYSTEM, user("wombat gone")])
     store.delete(gone)
-    assert _pending(store) == 5
+    assert pending_index(store) == 5
     assert store.index_pending(limit=2) is False
     assert store.index_pending(limit=2) is False
     assert store.index_pending(limit=2) is True
@@ -249,9 +239,9 @@ def test_search_results_are_the_same_whether_indexed_at_once_or_caught_up(
     at_once = stores.open(tmp_path / "a" / "memory")
     later = stores.open(tmp_path / "b" / "memory")
     _history(at_once, deferred=False)
-    assert _pending(at_once) == 0
+    assert pending_index(at_once) == 0
     _history(later, deferred=True)
-    assert _pending(later) > 0
+    assert pending_index(later) > 0
 
     def shown(results: list[dict[str, Any]], suffix: str) -> list[tuple[str, str, str]]:
         return [(r["id"].split("-")[0], r["title"], r["snippet"])
