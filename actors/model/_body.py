@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from actors.core.budget import estimate_message
-from actors.core.messages import SHOWN, Message
+from actors.core.messages import SHOWN, Message, call_ids_of
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -41,16 +41,6 @@ def _for_wire(message: Message) -> Message:
     if SHOWN in message:
         return {key: value for key, value in message.items() if key != SHOWN}
     return message
-
-
-def _call_ids(message: Message) -> list[str]:
-    if message.get("role") != "assistant":
-        return []
-    return [
-        call["id"]
-        for call in message.get("tool_calls") or []
-        if isinstance(call, dict) and isinstance(call.get("id"), str)
-    ]
 
 
 def _keys(messages: Sequence[Message]) -> tuple[object, Sequence[object]]:
@@ -112,7 +102,7 @@ class EncodedMessages:
             else:
                 message = messages[position]
                 part = dumps(_for_wire(message))
-                tokens, calls = estimate_message(message), _call_ids(message)
+                tokens, calls = estimate_message(message), call_ids_of(message)
                 self.encoded += 1
             if self._joined:
                 self._joined += b","
