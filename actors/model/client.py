@@ -37,6 +37,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.core.budget import Usage, estimate_messages, estimate_tools, prompt_truncated
+from actors.core.config import PROMPT_GRACE_SECONDS
 from actors.core.errors import (
     EndpointTimeout,
     EndpointUnreachable,
@@ -79,7 +80,6 @@ if TYPE_CHECKING:
 CONNECT_SECONDS = 5.0
 CLOSE_SECONDS = 2
 LIST_SECONDS = 3
-WARM_UP_DELAY = 0.3  # seconds after the client starts: the prompt is up by then
 
 
 @dataclass
@@ -160,10 +160,11 @@ class ModelClient:
 
     async def _warm_up(self) -> None:
         """Import the SDK (in a thread) and check the endpoint, in the background, once the
-        front end has had :data:`WARM_UP_DELAY` to show its prompt: the import holds the
-        interpreter for a few tenths of a second, which would delay the first prompt. A
-        request that comes sooner imports the SDK itself and does not wait for this."""
-        await anyio.sleep(WARM_UP_DELAY)
+        front end has had :data:`~actors.core.config.PROMPT_GRACE_SECONDS` to show its
+        prompt: the import holds the interpreter for a few tenths of a second, which would
+        delay the first prompt. A request that comes sooner imports the SDK itself and does
+        not wait for this."""
+        await anyio.sleep(PROMPT_GRACE_SECONDS)
         await _quietly(load_sdk)
         if self._preflight:
             await _quietly(self.check_endpoint)

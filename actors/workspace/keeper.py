@@ -25,11 +25,11 @@ rewind) walks the tree.
 
 Opening the workspace (reading the stat cache), finishing a rewind that a crash cut short,
 and once a day the collection of what no session needs (:mod:`._housekeeping`) happen in the
-keeper's task after it has started, :data:`OPEN_DELAY` later or at its first request if
-that comes sooner (which then waits for them), so the prompt never waits for them, nor
-shares the interpreter with them while it is drawn (the conversation
-half of an interrupted rewind of both is finished before, at the session's open, before its
-context is read: :func:`actors.runtime.rewind.finish_interrupted`).
+keeper's task after it has started, :data:`~actors.core.config.PROMPT_GRACE_SECONDS`
+later or at its first request if that comes sooner (which then waits for them), so the
+prompt never waits for them, nor shares the interpreter with them while it is drawn (the
+conversation half of an interrupted rewind of both is finished before, at the session's
+open, before its context is read: :func:`actors.runtime.rewind.finish_interrupted`).
 Snapshots are a safety net, never a reason to stop a turn: when one cannot be taken (a full
 disk, an unreadable project), the front end is told once and the turn goes on; requests are
 then answered ``None``.
@@ -57,6 +57,7 @@ import anyio.abc
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from actors.core.config import PROMPT_GRACE_SECONDS
 from actors.core.errors import ActorCrashed, HarnessError, StorageError, UsageError
 from actors.core.events import EventSink, Notice
 from actors.core.mailbox import answer, ask
@@ -81,7 +82,6 @@ if TYPE_CHECKING:
 
 SNAPSHOT_TOOLS = frozenset({"write_file", "edit_file", "run_bash"})
 CLEANUP_SECONDS = 10
-OPEN_DELAY = 0.3  # seconds after the keeper starts before it opens: the prompt is up by then
 Kind = Literal["message", "before", "after"]
 SHOWN_PATHS = 6  # paths named in a notice of what a command changed
 
@@ -285,7 +285,7 @@ class WorkspaceKeeper:
                     # Not while the prompt is drawn: opening reads the project's stat cache
                     # (and may finish a rewind) in a thread that would hold the interpreter
                     # meanwhile. A request that comes sooner opens it at once.
-                    with anyio.move_on_after(OPEN_DELAY):
+                    with anyio.move_on_after(PROMPT_GRACE_SECONDS):
                         with contextlib.suppress(anyio.EndOfStream):
                             first = await inbox.receive()
                     await self._open()
