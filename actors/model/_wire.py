@@ -141,9 +141,7 @@ async def _drain(lines: AsyncIterator[str]) -> None:
         for _ in range(DRAIN_LINES):
             try:
                 await anext(lines)
-            except StopAsyncIteration:
-                return
-            except Exception:  # cut off after [DONE] (no end chunk): the answer is whole
+            except Exception:  # its end (StopAsyncIteration), or cut off after [DONE]
                 return
 
 
