@@ -25,9 +25,9 @@ from actors.core.turn import Turn
 from actors.runtime.checkpoint_writer import CheckpointClient, Write, run_checkpoint_writer
 from actors.runtime.context import WorkingContext
 from actors.runtime.recovery import settle_batch
-from actors.runtime.tool_executor import BatchOutcome, ToolBatch, ToolExecutor
+from actors.runtime.tool_executor import BatchOutcome, ToolBatch, ToolExecutor, without_effects
 from actors.store import SessionStore
-from actors.tools import Tool, ToolContext
+from actors.tools import Permission, Tool, ToolContext
 from tests.virtual_time import BACKENDS, on_virtual_time
 
 pytestmark = pytest.mark.anyio
@@ -233,3 +233,38 @@ async def test_an_executor_crash_ends_in_the_stores_recovery(
         m for m in h.context.messages if m["role"] == "tool"][:3]
     assert ran == ["note", "broken", "note"]  # c never ran; d did, in the next batch
     assert next_batch.outcomes[0].status == "done"
+
+
+async def edit(ctx: ToolContext, args: dict[str, Any]) -> str:
+    ran.append("edit")
+    return "edited"
+
+
+async def test_a_batch_whose_answer_is_not_saved_runs_only_reads_without_records(
+    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(TOOLS, "edit", Tool("edit", "Edits.", NO_ARGS, edit,
+                                            permission=Permission.EDIT))
+    started: list[list[str]] = []
+    mark_started = store.mark_started
+    monkeypatch.setattr(store, "mark_started", lambda sid, ids: (
+        started.append(list(ids)), mark_started(sid, ids))[-1])
+    calls = [call("a", "note"), call("b", "edit"), call("c", "broken")]
+    async with harness(store, tmp_path) as h:
+        outcome: BatchOutcome = await ask(
+            h.tools, lambda reply: ToolBatch(calls, Turn(), 100, reply, answer_saved=False),
+            "tool executor")
+        assert [o.status for o in outcome.outcomes] == ["done", "not_started"]
+        assert isinstance(outcome.crash, ActorCrashed)  # "broken" is a read with a bug
+        # the answer is saved with what was decided; the call left open: outcome unknown
+        h.context.messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+        assert await settle_batch(h.context, h.writer, calls, outcome) is None
+        assert await h.batch([call("d", "note")])  # an answer saved first: recorded
+    assert ran == ["note", "broken", "note"]  # the edit never ran
+    assert started == [["d"]]
+    results = {m["tool_call_id"]: m["content"] for m in store.load_context(h.sid)
+               if m["role"] == "tool"}
+    assert "noted" in results["a"] and NOT_STARTED_NOTICE in results["b"]
+    assert results["c"] == INTERRUPTED_NOTICE
+    assert without_effects([call("a", "note"), call("x", "nosuch")], Mode.DEFAULT, TOOLS)
+    assert not without_effects(calls, Mode.SKIP_PERMISSIONS, TOOLS)

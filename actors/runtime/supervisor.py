@@ -91,7 +91,12 @@ from actors.runtime.recovery import settle_batch
 from actors.runtime.rewind import RewindOutcome, RewindRequest, finish_interrupted
 from actors.runtime.rewind import check as rewind_check
 from actors.runtime.titler import ask_for_title
-from actors.runtime.tool_executor import BatchOutcome, ToolBatch, ToolExecutor
+from actors.runtime.tool_executor import (
+    BatchOutcome,
+    ToolBatch,
+    ToolExecutor,
+    without_effects,
+)
 from actors.store import Rewound as ConversationRewound
 from actors.store import Store, UserMessage, timestamp
 from actors.tools import startup_warnings, tool_schemas
@@ -464,12 +469,18 @@ class Supervisor:
                 context.messages.extend(tool_result(c["id"], CUT_CALL_RESULT) for c in calls)
                 await self._checkpoint()
                 return TurnResult("failed", CUT_CALLS_REASON)
-            await self._checkpoint(planned_calls=bool(calls))
             if not calls:
+                await self._checkpoint()
                 if outcome.cut:
                     await self.notify(CUT_ANSWER_NOTICE, "warning")
                 return TurnResult("answered", str(outcome.message.get("content") or ""))
-            batch = await self._run_tools(turn, calls)
+            # A batch of reads is run at once and its answer saved with its results, in one
+            # commit before the next request; any other batch's answer is saved first, with
+            # its calls recorded as planned (see tool_executor.without_effects).
+            answer_saved = not without_effects(calls, self._settings.mode)
+            if answer_saved:
+                await self._checkpoint(planned_calls=True)
+            batch = await self._run_tools(turn, calls, answer_saved=answer_saved)
             if batch.error is not None:
                 raise batch.error
             if turn.cancelled:
@@ -519,14 +530,17 @@ class Supervisor:
         )
         return outcome
 
-    async def _run_tools(self, turn: Turn, calls: list[dict[str, Any]]) -> BatchOutcome:
-        """Run a batch and give every call exactly one result, whatever happens."""
+    async def _run_tools(self, turn: Turn, calls: list[dict[str, Any]], *,
+                         answer_saved: bool = True) -> BatchOutcome:
+        """Run a batch and give every call exactly one result, whatever happens (saved with
+        the answer that planned the calls when that is not saved yet: ``answer_saved``)."""
         inbox = self._running().tools
         allowed = max(0, self._settings.max_tool_calls - self._context.tool_calls)
         batch: BatchOutcome | None = None
         failure: HarnessError | None = None
         try:
-            batch = await ask(inbox, lambda reply: ToolBatch(calls, turn, allowed, reply),
+            batch = await ask(inbox, lambda reply: ToolBatch(calls, turn, allowed, reply,
+                                                             answer_saved),
                               "tool executor")
         finally:
             # Interruption recovery, shielded: no call stays without a result.

@@ -2,8 +2,9 @@
 
 For each call: parse and validate the arguments, ask the user when the mode requires it,
 durably record that the call starts (write-ahead, through the checkpoint writer; a command's
-process group too, once it runs), run it under ``--tool-timeout``, cut output over the cap,
-and wrap the result as data. Unknown tools, bad JSON, schema violations, denials, tool
+process group too, once it runs; not in a batch of reads, :func:`without_effects`, whose
+answer the supervisor saves with its results), run it under ``--tool-timeout``, cut output
+over the cap, and wrap the result as data. Unknown tools, bad JSON, schema violations, denials, tool
 failures and tool crashes all become tool results; none of them raises.
 
 The executor owns the session's planning state (to-dos, scratchpad): the planning tools
@@ -88,6 +89,11 @@ class ToolBatch:
     turn: Turn
     allowed: int  # calls that may still run under --max-tool-calls
     reply: MemoryObjectSendStream[BatchOutcome]
+    # The store holds the answer that planned the calls: each call's "started" record is
+    # written before it runs. False only for a batch :func:`without_effects` accepts, whose
+    # answer is saved with its results: no record is written, and a call with effects is
+    # refused (not started).
+    answer_saved: bool = True
 
 
 @dataclass
@@ -116,6 +122,26 @@ def needs_approval(tool: Tool, mode: Mode) -> bool:
     if tool.permission is Permission.EDIT:
         return mode is Mode.DEFAULT
     return True
+
+
+def has_no_effects(tool: Tool | None, mode: Mode) -> bool:
+    """Whether running a call of ``tool`` changes nothing a replay would repeat: a read
+    (``Permission.READ``) that never waits for the user (no ``always_ask`` in this mode) and
+    takes no workspace snapshot. An unknown tool (None) runs nothing."""
+    if tool is None:
+        return True
+    return (tool.permission is Permission.READ and tool.name not in SNAPSHOT_TOOLS
+            and (tool.always_ask is None or mode is Mode.SKIP_PERMISSIONS))
+
+
+def without_effects(calls: list[dict[str, Any]], mode: Mode,
+                    tools: dict[str, Tool] | None = None) -> bool:
+    """Whether a whole batch :func:`has_no_effects`: then it needs no write-ahead record,
+    and the answer that planned it may be saved with its results (one commit), since a
+    crash before that commit loses only an answer nothing was done for."""
+    known = TOOLS if tools is None else tools
+    return all(has_no_effects(known.get(str((call.get("function") or {}).get("name", ""))),
+                              mode) for call in calls)
 
 
 def cap_output(text: str, limit: int) -> str:
@@ -218,7 +244,7 @@ class ToolExecutor:
                             "was reached. Ask the user before going on.",
                         )))
                         continue
-                    outcomes.append(await self._run_call(call, running))
+                    outcomes.append(await self._run_call(call, running, batch.answer_saved))
             except StorageError as exc:
                 outcome.error = exc
         for call in batch.calls[len(outcomes):]:
@@ -259,23 +285,28 @@ class ToolExecutor:
             details.append(f"Output before the interruption:\n{seen}")
         return self._outcome(call, "interrupted", "\n".join([INTERRUPTED_NOTICE, *details]))
 
-    async def _run_call(self, call: dict[str, Any], running: _Running) -> CallOutcome:
+    async def _run_call(self, call: dict[str, Any], running: _Running,
+                        answer_saved: bool) -> CallOutcome:
         call_id = str(call.get("id"))
         function = call.get("function") or {}
         name = str(function.get("name", ""))
         raw = function.get("arguments") or "{}"
         running.call_id, running.started_at, running.context = call_id, None, None
         await self._events.send(ToolCallStarted(call_id, name, str(raw)))
-        outcome = await self._finished(await self._prepare_and_run(call, name, raw, running))
+        outcome = await self._finished(
+            await self._prepare_and_run(call, name, raw, running, answer_saved))
         if running.changed:
             await self._events.send(Notice(f"The command {running.changed}."))
             running.changed = ""
         return outcome
 
     async def _prepare_and_run(
-        self, call: dict[str, Any], name: str, raw: Any, running: _Running
+        self, call: dict[str, Any], name: str, raw: Any, running: _Running, answer_saved: bool
     ) -> CallOutcome:
         tool = self._tools.get(name)
+        if not answer_saved and not has_no_effects(tool, self.mode):
+            return self._outcome(call, "not_started", f"{NOT_STARTED_NOTICE}\n(The answer "
+                                 "that asked for it was not saved before the batch.)")
         if tool is None:
             known = ", ".join(sorted(self._tools))
             return self._outcome(call, "failed", f"Error: unknown tool '{name}'. Tools: {known}.")
@@ -307,7 +338,8 @@ class ToolExecutor:
         workspace = self._workspace if name in SNAPSHOT_TOOLS else None
         if workspace is not None:  # the files as they are before it runs, kept first
             await workspace.snapshot("before", running.call_id, name)
-        await self._writer.mark_started([running.call_id])
+        if answer_saved:  # else a read: a replay would change nothing
+            await self._writer.mark_started([running.call_id])
         running.context, running.started_at = context, time.monotonic()
         try:
             with anyio.move_on_after(self.timeout) as deadline:

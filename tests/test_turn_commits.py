@@ -1,0 +1,223 @@
+"""A turn's durable writes, counted: a batch of reads is saved with the answer that planned it
+in one commit and needs no write-ahead record; a batch with effects keeps the answer's own
+commit and the "started" record before the call runs. Every request still carries only what
+the store holds (checked as each request arrives), an interruption during a batch of reads
+saves the answer with its "interrupted" result, and a kill -9 during one leaves the session
+as a kill during the model's answer does (both backends)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from actors.core.config import Mode
+from actors.core.events import ToolCallStarted
+from actors.core.messages import INTERRUPTED_NOTICE, pairing_problems
+from actors.runtime.supervisor import Supervisor
+from actors.store import SessionStore
+from actors.testing.scripted_server import Reply, ScriptedServer, Step, ToolCall
+from actors.testing.torture import missing_from_transcript
+from actors.tools import TOOLS
+from tests.children import read_line, rest_of
+from tests.programs.turn_child import WAIT_TOOL
+from tests.runtime import Recorder, running, settings_for
+
+pytestmark = pytest.mark.anyio
+REPO = Path(__file__).resolve().parent.parent
+WRITES = ("append", "checkpoint", "mark_started", "mark_process_group", "replace_context")
+
+
+class CountingStore(SessionStore):
+    """The SQLite store, naming each write of messages or write-ahead records (each one
+    transaction, one commit) in ``writes``."""
+
+    def __init__(self, memory_dir: Path) -> None:
+        super().__init__(memory_dir)
+        self.writes: list[str] = []
+        for name in WRITES:
+            method = getattr(self, name)
+
+            def counted(*args: Any, _name: str = name, _method: Any = method,
+                        **kwargs: Any) -> Any:
+                self.writes.append(_name)
+                return _method(*args, **kwargs)
+
+            setattr(self, name, counted)
+
+
+class SavedFirst:
+    """A responder that checks, as each request arrives, that the store holds every message
+    the request carries (from its own connection), then plays the script."""
+
+    def __init__(self, memory_dir: Path, script: list[Step]) -> None:
+        self.memory_dir, self.script = memory_dir, list(script)
+        self.session_id = ""
+        self.problems: list[str] = []
+        self.checked = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> Step:
+        with self._lock:
+            with SessionStore(self.memory_dir) as store:
+                transcript = store.load_session(self.session_id)["transcript"]
+            why = missing_from_transcript(body, transcript, [])
+            if why is not None:
+                self.problems.append(why)
+            self.checked += 1
+            return self.script.pop(0)
+
+
+async def run_counted(tmp_path: Path, script: list[Step], text: str,
+                      **overrides: Any) -> tuple[list[str], SavedFirst, list[dict[str, Any]]]:
+    """One turn of ``script``: the writes it made, the responder's checks, the saved
+    transcript."""
+    settings_base = settings_for(tmp_path, "http://unused", workspace_snapshots=False,
+                                 auto_title=False, **overrides)
+    responder = SavedFirst(settings_base.memory_dir, script)
+    with ScriptedServer(responder) as server:
+        settings = settings_for(tmp_path, server.base_url, workspace_snapshots=False,
+                                auto_title=False, **overrides)
+        store = CountingStore(settings.memory_dir)
+        async with running(settings, store) as (sup, _):
+            responder.session_id = sup.session_id
+            store.writes.clear()
+            result = await sup.run_turn(text)
+            writes = list(store.writes)
+        server.assert_done()
+    assert result.ok, result.text
+    transcript = SessionStore(settings.memory_dir).load_session(sup.session_id)["transcript"]
+    return writes, responder, transcript
+
+
+async def test_a_batch_of_reads_is_saved_with_its_answer_in_one_commit(tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "notes.txt").write_text("hello\n")
+    script: list[Step] = [
+        Reply(tool_calls=[ToolCall("read_file", {"path": "notes.txt"}),
+                          ToolCall("glob_files", {"pattern": "*.txt"})]),
+        Reply("The notes say hello."),
+    ]
+    writes, responder, transcript = await run_counted(tmp_path, script, "Read the notes")
+    # the user's message, the answer with both results, the final answer; no "started"
+    assert writes == ["append", "append", "append"]
+    assert responder.checked == 2 and responder.problems == []
+    assert [m["role"] for m in transcript] == ["system", "user", "assistant", "tool", "tool",
+                                                "assistant"]
+    assert "1\thello" in transcript[3]["content"]
+    assert pairing_problems(transcript) == []
+
+
+async def test_a_batch_with_effects_is_recorded_before_it_runs(tmp_path: Path) -> None:
+    script: list[Step] = [
+        Reply(tool_calls=[ToolCall("write_file", {"path": "out.txt", "content": "x"})]),
+        Reply("Written."),
+    ]
+    writes, responder, transcript = await run_counted(tmp_path, script, "Write it")
+    assert writes == ["append", "append", "mark_started", "append", "append"]
+    assert responder.problems == []
+    assert (tmp_path / "project" / "out.txt").read_text() == "x"
+    assert pairing_problems(transcript) == []
+
+
+async def test_a_read_that_may_ask_is_recorded_too(tmp_path: Path) -> None:
+    # list_sessions may ask (another project's sessions) outside the skip mode
+    script: list[Step] = [
+        Reply(tool_calls=[ToolCall("read_file", {"path": "missing.txt"}),
+                          ToolCall("list_sessions", {})]),
+        Reply("Nothing there."),
+    ]
+    assert TOOLS["list_sessions"].always_ask is not None
+    writes, responder, _ = await run_counted(tmp_path, script, "Look", mode=Mode.ACCEPT_EDITS)
+    assert writes[:3] == ["append", "append", "mark_started"]
+    assert responder.problems == []
+
+
+async def test_an_interrupted_batch_of_reads_saves_the_answer_with_its_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(TOOLS, WAIT_TOOL.name, WAIT_TOOL)
+    started = anyio.Event()
+
+    def on_event(event: Any, sup: Supervisor) -> None:
+        if isinstance(event, ToolCallStarted) and event.name == WAIT_TOOL.name:
+            started.set()
+
+    script: list[Step] = [Reply(tool_calls=[ToolCall(WAIT_TOOL.name, {})]), Reply("Fine.")]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url, workspace_snapshots=False,
+                                auto_title=False)
+        store = CountingStore(settings.memory_dir)
+        async with running(settings, store, Recorder(on_event=on_event)) as (sup, _), \
+                anyio.create_task_group() as tg:
+
+            async def abort_once_waiting() -> None:
+                await started.wait()
+                await anyio.wait_all_tasks_blocked()
+                sup.abort()
+
+            tg.start_soon(abort_once_waiting)
+            store.writes.clear()
+            with anyio.fail_after(10):
+                result = await sup.run_turn("Wait")
+            assert result.outcome == "interrupted"
+            assert store.writes == ["append", "append"]  # the user's; answer + result
+            saved = SessionStore(settings.memory_dir).load_session(sup.session_id)
+            assert [m["role"] for m in saved["transcript"]] == ["system", "user", "assistant",
+                                                                "tool"]
+            assert saved["transcript"][-1]["content"].find(INTERRUPTED_NOTICE) >= 0
+            second = await sup.run_turn("Go on")
+            assert second.ok
+        server.assert_done()
+    assert pairing_problems(server.requests[1]["messages"]) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_kill_during_a_batch_of_reads_is_a_kill_during_the_answer(
+    tmp_path: Path, backend: str
+) -> None:
+    script: list[Step] = [Reply(tool_calls=[ToolCall(WAIT_TOOL.name, {})])]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url)
+        with subprocess.Popen(
+            [sys.executable, "-m", "tests.programs.turn_child", str(tmp_path), server.base_url,
+             backend],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        ) as child:
+            assert child.stdout is not None
+            first = read_line(child.stdout)
+            assert first.startswith("session "), first + rest_of(child)
+            session_id = first.split()[1]
+            assert read_line(child.stdout).strip() == "running", rest_of(child)
+            child.send_signal(signal.SIGKILL)
+            child.wait(30)
+    with SessionStore(settings.memory_dir) as store:
+        saved = store.load_session(session_id)
+        # as if killed while the model answered: the user's message is the last saved
+        assert [m["role"] for m in saved["transcript"]] == ["system", "user"]
+        assert len(store.recover(session_id)) == 2  # nothing open to recover
+    resumed: list[Step] = [Reply("Back again.")]
+    with ScriptedServer(resumed, check_tool_pairing=True) as server:
+        settings = settings_for(tmp_path, server.base_url)
+
+        async def resume() -> None:
+            async with running(settings, resume=session_id) as (sup, rec):
+                result = await sup.run_turn("Go on")
+                assert result.ok, result.text
+                opened = rec.events[0]
+                assert getattr(opened, "recovered_calls", None) == 0
+
+        anyio.run(resume, backend=backend)
+        server.assert_done()
+    sent = server.requests[0]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "user"]
+
