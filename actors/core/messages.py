@@ -37,9 +37,40 @@ def to_plain(message: Any) -> Message:
     raise TypeError(f"Cannot persist message of type {type(message).__name__}")
 
 
-def encode(message: Message) -> str:
-    """The canonical JSON text of one message, as stored."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+def dumps_fast(separators: tuple[str, str], *,
+               sort_keys: bool = False) -> Callable[[dict[str, Any]], str]:
+    """``json.dumps(obj, ensure_ascii=False, separators=…, sort_keys=…)`` of a dict, with the C
+    encoder json.dumps builds on every call built once (every message saved or sent, every
+    state saved, is encoded). The same text, checked once here, else json.dumps itself. No
+    cycle check: messages and states are plain data, and anything the C encoder refuses (a
+    cycle, a value JSON has no form for) goes to json.dumps, which says what is wrong."""
+
+    def slow(obj: dict[str, Any]) -> str:
+        return json.dumps(obj, ensure_ascii=False, separators=separators, sort_keys=sort_keys)
+
+    make = getattr(json.encoder, "c_make_encoder", None)
+    try:
+        encoder = make(None, None, json.encoder.encode_basestring, None, separators[1],
+                       separators[0], sort_keys, False, True) if make else None
+    except TypeError:  # another signature: not this interpreter's encoder
+        encoder = None
+    if encoder is None:
+        return slow
+
+    def fast(obj: dict[str, Any]) -> str:
+        if type(obj) is dict:
+            try:
+                return "".join(encoder(obj, 0))
+            except (TypeError, ValueError, RecursionError):
+                pass
+        return slow(obj)
+
+    sample = {"b": [1, 2.5, None, True, "é\n\"x"], "a": {"z": float("inf"), "y": []}}
+    return fast if fast(sample) == slow(sample) else slow
+
+
+encode = dumps_fast((",", ":"))
+"""The canonical JSON text of one message, as stored: ``encode(message) -> str``."""
 
 
 def tool_calls_of(message: Mapping[str, Any]) -> list[dict[str, Any]]:
