@@ -146,6 +146,85 @@ def test_checkpoint_cost_does_not_grow_with_session_length(store: Store) -> None
     )
 
 
+def _statements_of(store: Store, write: Any) -> list[str]:
+    seen: list[str] = []
+    store.db.connection.set_trace_callback(seen.append)
+    try:
+        write()
+    finally:
+        store.db.connection.set_trace_callback(None)
+    return seen
+
+
+def test_an_append_costs_the_same_statements_whatever_it_appends(store: Store) -> None:
+    sid = store.create_session(messages=[SYSTEM], title="named")  # no provisional title
+    at = 1
+
+    def append(messages: list[dict[str, Any]]) -> list[str]:
+        nonlocal at
+        with store.lease(sid):
+            statements = _statements_of(
+                store, lambda: store.append(sid, messages, at=at, state={"n": at}))
+        at += len(messages)
+        return statements
+
+    one = append([assistant("one")])
+    many = append([assistant(None, "c1", "c2"), result("c1"), result("c2"), user("next"),
+                   assistant("five")])
+    # the transcript rows, the context rows, the write-ahead records: one statement each
+    assert len(many) == len(one) + 1  # + the one that deletes the two calls' records
+    assert sum("INSERT INTO transcript" in s for s in many) == 1
+    assert sum("INSERT INTO context" in s for s in many) == 1
+    # the session row's counters are read, not its state (nor anything else it holds)
+    reads = [s for s in many if s.startswith("SELECT") and "FROM sessions" in s]
+    assert len(reads) == 1 and "state" not in reads[0]
+    assert [m["content"] for m in store.load_context(sid)][-5:] == [
+        None, "ok", "ok", "next", "five"]
+
+
+def test_rows_near_the_end_of_the_rowid_range_are_read_back(memory_dir: Path) -> None:
+    store = SessionStore(memory_dir)
+    sid = store.create_session(messages=[SYSTEM])
+    other = store.create_session(messages=[SYSTEM])
+    with store.db.lock:  # a transcript numbered far up (an import, a hand-made file)
+        store.db.connection.execute(
+            "UPDATE transcript SET mid = ? WHERE session_rid = (SELECT rid FROM sessions"
+            " WHERE id = ?)", (2**62 + 10, other))
+    with store.lease(sid):
+        store.append(sid, [user("a"), assistant("b")], at=1)
+    with store.db.lock:
+        mids = [mid for (mid,) in store.db.connection.execute(
+            "SELECT c.mid FROM context c JOIN sessions s ON s.rid = c.session_rid"
+            " WHERE s.id = ? ORDER BY c.pos", (sid,))]
+    assert mids[1:] == [2**62 + 11, 2**62 + 12]
+    fresh = SessionStore(memory_dir)
+    assert fresh.load_context(sid) == [SYSTEM, user("a"), assistant("b")]
+    assert fresh.load_session(sid)["transcript"] == [SYSTEM, user("a"), assistant("b")]
+    fresh.close()
+    store.close()
+
+
+def test_stored_text_is_json_dumps_text() -> None:
+    from actors.core.messages import encode
+    from actors.store._rows import dump_state
+
+    odd: dict[str, Any] = {
+        "role": "tool", "content": 'é\n\t"\\ \u2028 \x00 🙂', "n": [1, -2.5, 1e300, None, True],
+        "nested": {"z": {}, "a": [[], {"k": float("nan")}]}, 3: "int key",
+    }
+    assert encode(odd) == json.dumps(odd, ensure_ascii=False, separators=(",", ":"))
+    state = {"b": 1, "a": {"d": [odd["content"]], "c": 2.0}}
+    assert dump_state(state) == json.dumps(state, ensure_ascii=False, sort_keys=True)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        encode({"role": "user", "content": {1, 2}})
+    with pytest.raises(TypeError):
+        dump_state({"a": object()})
+    cycle: dict[str, Any] = {"role": "user"}
+    cycle["self"] = cycle
+    with pytest.raises(ValueError, match="Circular"):
+        encode(cycle)
+
+
 def test_earlier_rows_are_never_rewritten(store: Store, stores: Stores) -> None:
     sid = store.create_session(messages=[SYSTEM])
     messages = [SYSTEM, user("first")]

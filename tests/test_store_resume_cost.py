@@ -17,7 +17,7 @@ from actors.core.errors import CorruptSession
 from actors.core.messages import INTERRUPTED_NOTICE, pairing_problems
 from actors.core.stored import StoredMessages
 from actors.model import _body
-from actors.store import SqliteStore, _rows
+from actors.store import SqliteStore, _extend, _rows
 from actors.testing.scripted_server import Reply, ScriptedServer
 from tests.runtime import running, settings_for
 from tests.stores import Stores
@@ -35,18 +35,24 @@ def turn(k: int) -> list[dict[str, Any]]:
 
 
 class Calls:
-    """Counts calls of ``json.loads`` (how the store parses stored rows) or ``json.dumps``
-    (how it encodes messages to compare or store them)."""
+    """Counts calls of ``json.loads`` (how the store parses stored rows) or of another
+    function ``name`` of ``module``."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, name: str = "loads") -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, name: str = "loads",
+                 module: Any = json) -> None:
         self.count = 0
-        real = getattr(json, name)
+        real = getattr(module, name)
 
         def counting(*args: Any, **kwargs: Any) -> Any:
             self.count += 1
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(json, name, counting)
+        monkeypatch.setattr(module, name, counting)
+
+
+def StoreEncodes(monkeypatch: pytest.MonkeyPatch) -> Calls:
+    """Counts the messages the store encodes, to compare or to store them."""
+    return Calls(monkeypatch, "encode", _extend)
 
 
 def Parses(monkeypatch: pytest.MonkeyPatch) -> Calls:
@@ -101,7 +107,7 @@ def test_the_first_checkpoint_after_a_load_costs_what_any_checkpoint_costs(
         whole = [*context, *turn(902)]  # the caller reads every message (parsed, if lazy)
         parses.count = 0
         with store.lease(sid):  # as the supervisor holds it (taking it writes a pid record)
-            encodes = Calls(monkeypatch, "dumps")
+            encodes = StoreEncodes(monkeypatch)
             if how == "append":
                 written = _written(store, lambda: store.append(sid, turn(902),
                                                                at=len(context)))

@@ -16,11 +16,12 @@ import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import Any, NamedTuple
 
 from actors.core.budget import estimate_message
 from actors.core.errors import CorruptSession, SessionNotFound
-from actors.core.messages import Message, shape_of
+from actors.core.messages import Message, dumps_fast, shape_of
 from actors.store import _write_ahead
 from actors.store._parts import Conn
 
@@ -64,6 +65,43 @@ class SessionRow:
     branch_seq: int | None  # after a rewind: the transcript seq the next message follows
 
 
+class AppendRow(NamedTuple):
+    """What appending to a session needs of its row: the counters, the branch point, what the
+    listing metadata moves from (``title_source``, ``user_messages``) and the status. Eight
+    small columns: the whole :class:`SessionRow` (its state above all) costs several times
+    as much to read, on every checkpoint."""
+
+    rid: int
+    context_version: int
+    context_len: int
+    transcript_len: int
+    branch_seq: int | None
+    title_source: str
+    user_messages: int
+    status: str
+
+
+_APPEND_COLUMNS = ", ".join(AppendRow._fields)
+
+
+def append_row(conn: Conn, session_id: str) -> AppendRow:
+    """The :class:`AppendRow` of the session; :class:`SessionNotFound` when there is none."""
+    row = conn.execute(
+        f"SELECT {_APPEND_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+    ).fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    return AppendRow._make(row)
+
+
+def rid_of(conn: Conn, session_id: str) -> int:
+    """The session's row id; :class:`SessionNotFound` when there is none."""
+    row = conn.execute("SELECT rid FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    return int(row[0])
+
+
 def session_row(conn: Conn, session_id: str) -> SessionRow:
     """The session's row; :class:`SessionNotFound` when there is none."""
     row = conn.execute(
@@ -99,9 +137,8 @@ def json_loader(session_id: str, damage_hint: str) -> Callable[[str, str], Any]:
     return loads
 
 
-def dump_state(state: dict[str, Any]) -> str:
-    """The stored form of a planning/usage state (sorted keys: equal states, equal text)."""
-    return json.dumps(state, ensure_ascii=False, sort_keys=True)
+dump_state = dumps_fast((", ", ": "), sort_keys=True)
+"""The stored form of a planning/usage state (sorted keys: equal states, equal text)."""
 
 
 def context_rows(
@@ -155,6 +192,54 @@ def context_mids(conn: Conn, rid: int) -> dict[str, int]:
     )
 
 
+MULTI_ROW = 16
+"""Rows written by one multi-row ``INSERT`` (a checkpoint's few messages: one statement, not
+one per row); larger batches (an import, a first save) go through ``executemany``."""
+
+
+@cache
+def _values(columns: int, rows: int) -> str:
+    """``(?, …), (?, …)``: ``rows`` rows of ``columns`` placeholders."""
+    row = "(" + ", ".join("?" * columns) + ")"
+    return ", ".join([row] * rows)
+
+
+_INSERT_TRANSCRIPT = (
+    "INSERT INTO transcript (session_rid, seq, body, parent_seq, shape, tokens) VALUES "
+)
+_SQLITE_LAST_SAFE_ROWID = 2**62  # below it, SQLite numbers new rows max(rowid) + 1, in order
+
+
+def _insert_transcript(conn: Conn, rid: int, first_seq: int,
+                       rows: list[tuple[Any, ...]]) -> list[int]:
+    """Insert transcript ``rows`` (seqs from ``first_seq``); their mids, in order.
+
+    A few rows go in one statement: on SQLite the mids are the ``max(rowid) + 1, …`` it
+    gives rows without one (the last is the cursor's ``lastrowid``; the transaction holds the
+    only write lock), on PostgreSQL ``RETURNING`` says; more rows, and a SQLite table whose
+    rowids approach the end of their range, read them back by seq."""
+    k = len(rows)
+    if k <= MULTI_ROW:
+        flat = [value for row in rows for value in row]
+        if isinstance(conn, sqlite3.Connection):
+            last = conn.execute(_INSERT_TRANSCRIPT + _values(6, k), flat).lastrowid
+            if last is not None and k <= last < _SQLITE_LAST_SAFE_ROWID:
+                return list(range(last - k + 1, last + 1))
+        else:
+            returned = conn.execute(
+                _INSERT_TRANSCRIPT + _values(6, k) + " RETURNING seq, mid", flat).fetchall()
+            return [mid for _, mid in sorted(returned)]
+    else:
+        conn.executemany(_INSERT_TRANSCRIPT + _values(6, 1), rows)
+    return [
+        mid
+        for (mid,) in conn.execute(
+            "SELECT mid FROM transcript WHERE session_rid = ? AND seq >= ? ORDER BY seq",
+            (rid, first_seq),
+        )
+    ]
+
+
 def insert_messages(
     conn: Conn,
     rid: int,
@@ -172,30 +257,26 @@ def insert_messages(
     (:meth:`~actors.store._parts.SearchIndex.mark_pending`). ``follows``: the seq the first of
     them follows when it is not the one before it (the first message after a rewind).
 
-    The index itself is written later, in a transaction of its own
+    A checkpoint's few messages cost three statements whatever their number: the transcript
+    rows, the context rows, the write-ahead records (:data:`MULTI_ROW`). The index itself is
+    written later, in a transaction of its own
     (:meth:`actors.store._store.Store.index_pending`): a checkpoint commits the messages and
     at most a small mark each, never their trigram postings."""
     if not plain:
         return []
-    conn.executemany(
-        "INSERT INTO transcript (session_rid, seq, body, parent_seq, shape, tokens)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        [(rid, first_seq + i, text, follows if i == 0 else None, shape_of(m),
-          estimate_message(m))
-         for i, (m, text) in enumerate(zip(plain, texts, strict=True))],
-    )
-    mids = [
-        mid
-        for (mid,) in conn.execute(
-            "SELECT mid FROM transcript WHERE session_rid = ? AND seq >= ? ORDER BY seq",
-            (rid, first_seq),
-        )
-    ]
+    mids = _insert_transcript(conn, rid, first_seq, [
+        (rid, first_seq + i, text, follows if i == 0 else None, shape_of(m),
+         estimate_message(m))
+        for i, (m, text) in enumerate(zip(plain, texts, strict=True))
+    ])
     if first_pos is not None:
-        conn.executemany(
-            "INSERT INTO context (session_rid, pos, mid) VALUES (?, ?, ?)",
-            [(rid, first_pos + i, mid) for i, mid in enumerate(mids)],
-        )
+        rows = [(rid, first_pos + i, mid) for i, mid in enumerate(mids)]
+        if len(rows) <= MULTI_ROW:
+            conn.execute("INSERT INTO context (session_rid, pos, mid) VALUES "
+                         + _values(3, len(rows)), [v for row in rows for v in row])
+        else:
+            conn.executemany("INSERT INTO context (session_rid, pos, mid) VALUES (?, ?, ?)",
+                             rows)
     _write_ahead.apply(conn, rid, _write_ahead.changes_of(plain, planned_calls=planned_calls))
     return mids
 

@@ -64,7 +64,7 @@ from actors.store._records import (
     normalise_record,
     timestamp,
 )
-from actors.store._rows import SessionRow
+from actors.store._rows import AppendRow, SessionRow
 from actors.store._text import indexed_text, session_text
 
 FALLBACK_SUMMARY_EXCERPTS = 6  # the notes' fallback summary: the last six excerpts
@@ -187,18 +187,16 @@ class Store:
         """
         return self.leases.hold(check_session_id(session_id))
 
-    @contextlib.contextmanager
-    def _existing_lease(self, session_id: str) -> Iterator[None]:
-        """The lease of a session that must exist: an unknown id is :class:`SessionNotFound`
-        before any lease (and so any lock file) is taken. A lease this process already holds
-        (a running session) costs no extra read."""
+    def _existing_lease(self, session_id: str) -> contextlib.AbstractContextManager[None]:
+        """The lease of a session that must exist, for the caller's ``with``: an unknown id is
+        :class:`SessionNotFound` here, before any lease (and so any lock file) is taken. A
+        lease this process already holds (a running session) costs no extra read."""
         session_id = check_session_id(session_id)
         if not self.leases.is_held_here(session_id):
             with self.db.read() as conn:
                 if not _rows.exists(conn, session_id):
                     raise SessionNotFound(session_id)
-        with self.leases.hold(session_id):
-            yield
+        return self.leases.hold(session_id)
 
     def is_leased_here(self, session_id: str) -> bool:
         """True when this process already holds the session's lease."""
@@ -210,15 +208,19 @@ class Store:
 
     # -- the saved context ----------------------------------------------------------------
 
-    def _saved(self, conn: Conn, row: SessionRow) -> SavedContext:
+    def _saved(self, conn: Conn, row: SessionRow | AppendRow,
+               session_id: str | None = None) -> SavedContext:
+        sid = row.id if isinstance(row, SessionRow) else session_id
+        assert sid is not None
+
         def read() -> StoredMessages | None:
             texts, shapes, tokens = _rows.context_rows(conn, row.rid)
             if None in texts:
                 return None
-            return StoredMessages.read(texts, shapes, tokens, self._parser(row.id))
+            return StoredMessages.read(texts, shapes, tokens, self._parser(sid))
 
         return self._contexts.current(
-            row.id, rid=row.rid, version=row.context_version, length=row.context_len,
+            sid, rid=row.rid, version=row.context_version, length=row.context_len,
             read=read,
         )
 
@@ -239,7 +241,8 @@ class Store:
     def _append(
         self,
         conn: Conn,
-        row: SessionRow,
+        session_id: str,
+        row: AppendRow,
         incoming: list[Any],
         *,
         planned_calls: bool,
@@ -248,7 +251,7 @@ class Store:
     ) -> Extension:
         """Write the delta of ``incoming`` over the saved context inside ``conn``'s
         transaction; the caller commits the returned :class:`Extension` after COMMIT."""
-        delta = extension(self._saved(conn, row), incoming, row.id)
+        delta = extension(self._saved(conn, row, session_id), incoming, session_id)
         self._write_delta(conn, row, delta, planned_calls=planned_calls, state=state,
                           status=status)
         return delta
@@ -256,14 +259,17 @@ class Store:
     def _write_delta(
         self,
         conn: Conn,
-        row: SessionRow,
+        row: AppendRow,
         delta: Extension,
         *,
         planned_calls: bool,
         state: dict[str, Any] | None = None,
         status: str | None = None,
     ) -> None:
-        """The rows of ``delta``, appended after the ``row.context_len`` saved messages."""
+        """The rows of ``delta``, appended after the ``row.context_len`` saved messages: the
+        transcript, context and write-ahead rows, then one ``UPDATE`` of the session row (its
+        counters, ``updated_at``, the state when given: written whether or not it changed,
+        since the row is rewritten for the counters anyway)."""
         n = row.context_len
         added = len(delta.new_texts)
         self.unindexed += added
@@ -271,30 +277,31 @@ class Store:
             conn, row.rid, row.transcript_len, n, delta.new_plain, delta.new_texts,
             planned_calls=planned_calls, follows=row.branch_seq,
         ))
-        sets = ["context_len = ?", "transcript_len = ?", "updated_at = ?"]
+        sets = "context_len = ?, transcript_len = ?, updated_at = ?"
         args: list[Any] = [n + added, row.transcript_len + added, timestamp()]
         if added and row.branch_seq is not None:
-            sets.append("branch_seq = NULL")
+            sets += ", branch_seq = NULL"
         typed = [t for m in delta.new_plain if (t := own_user_text(m)) is not None and t.strip()]
         if typed:
-            sets += ["user_messages = ?", "preview = ?"]
+            sets += ", user_messages = ?, preview = ?"
             args += [row.user_messages + len(typed), one_line(typed[-1])]
             if not row.title_source:
                 title = provisional_title(typed[0])
-                sets += ["title = ?", "title_source = 'provisional'"]
+                sets += ", title = ?, title_source = 'provisional'"
                 args.append(title)
+                (summary,) = conn.execute(
+                    "SELECT summary FROM sessions WHERE rid = ?", (row.rid,)).fetchone()
                 self.index.set_session_text(conn, row.rid, session_text(
-                    title, row.summary, [c["summary"] for c in _rows.compactions(conn, row.rid)]
+                    title, summary, [c["summary"] for c in _rows.compactions(conn, row.rid)]
                 ))
         if state is not None:
-            state_text = _rows.dump_state(state)
-            if state_text != row.state:
-                sets.append("state = ?")
-                args.append(state_text)
+            sets += ", state = ?"
+            args.append(_rows.dump_state(state))
         if status is not None and status != row.status:
-            sets.append("status = ?")
+            sets += ", status = ?"
             args.append(status)
-        conn.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE rid = ?", (*args, row.rid))
+        args.append(row.rid)
+        conn.execute(f"UPDATE sessions SET {sets} WHERE rid = ?", args)
 
     # -- creating and checkpointing -------------------------------------------------------
 
@@ -322,9 +329,9 @@ class Store:
                  "user" if title else ""),
             )
             self._contexts.forget(session_id)
-            row = _rows.session_row(conn, session_id)
+            row = _rows.append_row(conn, session_id)
             self.index.set_session_text(conn, row.rid, session_text(title, "", []))
-            delta = self._append(conn, row, list(messages), planned_calls=False)
+            delta = self._append(conn, session_id, row, list(messages), planned_calls=False)
         delta.commit()
         self._index_now()
         return session_id
@@ -352,10 +359,9 @@ class Store:
             _check_status(status)
         incoming = list(messages)
         with self._existing_lease(session_id), self.db.write(session_id) as conn:
-            row = _rows.session_row(conn, session_id)
-            delta = self._append(
-                conn, row, incoming, planned_calls=planned_calls, state=state, status=status
-            )
+            row = _rows.append_row(conn, session_id)
+            delta = self._append(conn, session_id, row, incoming, planned_calls=planned_calls,
+                                 state=state, status=status)
         return delta.commit()
 
     def append(
@@ -380,7 +386,7 @@ class Store:
         if status is not None:
             _check_status(status)
         with self._existing_lease(session_id), self.db.write(session_id) as conn:
-            row = _rows.session_row(conn, session_id)
+            row = _rows.append_row(conn, session_id)
             if row.context_len != at:
                 raise ContextConflict(
                     f"Context changed unexpectedly for session '{session_id}' ({at} messages "
@@ -402,7 +408,7 @@ class Store:
         call that was only planned with "not executed; safe to retry".
         """
         with self._existing_lease(session_id), self.db.write(session_id) as conn:
-            _write_ahead.mark_started(conn, _rows.session_row(conn, session_id).rid, call_ids)
+            _write_ahead.mark_started(conn, _rows.rid_of(conn, session_id), call_ids)
 
     def mark_process_group(self, session_id: str, call_id: str, pgid: int,
                            leader_start: int | None) -> None:
@@ -410,7 +416,7 @@ class Store:
         start time), so that :meth:`recover` can stop it should it outlive this process."""
         with self._existing_lease(session_id), self.db.write(session_id) as conn:
             _write_ahead.mark_process_group(
-                conn, _rows.session_row(conn, session_id).rid, call_id, pgid, leader_start,
+                conn, _rows.rid_of(conn, session_id), call_id, pgid, leader_start,
                 _survivors.this_host(),
             )
 
@@ -643,7 +649,7 @@ class Store:
         check_session_id(session_id)
         loads = _rows.json_loader(session_id, self.db.damage_hint)
         with self.db.read(session_id) as conn:
-            rid = _rows.session_row(conn, session_id).rid
+            rid = _rows.rid_of(conn, session_id)
             rows = conn.execute(
                 "SELECT c.pos, t.seq, coalesce(c.body, t.body) FROM context c "
                 "LEFT JOIN transcript t ON t.mid = c.mid WHERE c.session_rid = ? "
@@ -660,7 +666,7 @@ class Store:
         before), with their message numbers, oldest first."""
         check_session_id(session_id)
         with self.db.read(session_id) as conn:
-            rid = _rows.session_row(conn, session_id).rid
+            rid = _rows.rid_of(conn, session_id)
             end = _branches.context_end(conn, rid)
             if end is None:
                 return []
@@ -1062,7 +1068,7 @@ class Store:
         """Delete a session's record (not its lock file, nor any project file)."""
         check_session_id(session_id)
         with self._existing_lease(session_id), self.db.write(session_id) as conn:
-            rid = _rows.session_row(conn, session_id).rid
+            rid = _rows.rid_of(conn, session_id)
             self.index.remove_session(conn, rid)
             for table in ("transcript", "context", "compactions", "tool_calls"):
                 conn.execute(f"DELETE FROM {table} WHERE session_rid = ?", (rid,))
@@ -1101,7 +1107,7 @@ class Store:
                     record["title_source"], one_line(latest), len(typed), record["fork_point"],
                 ),
             )
-            rid = _rows.session_row(conn, session_id).rid
+            rid = _rows.rid_of(conn, session_id)
             transcript = [to_plain(m) for m in record["transcript"]]
             texts = [encode(m) for m in transcript]
             mids = _rows.insert_messages(

@@ -24,6 +24,7 @@ _SET_PHASE = (
     "INSERT INTO tool_calls (session_rid, call_id, phase) VALUES (?, ?, ?) "
     "ON CONFLICT (session_rid, call_id) DO UPDATE SET phase = excluded.phase"
 )
+_ONE_STATEMENT = 256  # answered calls deleted by one statement (a checkpoint's few)
 
 
 def changes_of(messages: Sequence[Message], *, planned_calls: bool) -> dict[str, str | None]:
@@ -40,9 +41,13 @@ def changes_of(messages: Sequence[Message], *, planned_calls: bool) -> dict[str,
 
 def apply(conn: Conn, rid: int, changes: dict[str, str | None]) -> None:
     """Write :func:`changes_of`'s answer for session ``rid`` (at most two statements)."""
-    answered = [(rid, call_id) for call_id, phase in changes.items() if phase is None]
-    if answered:
-        conn.executemany("DELETE FROM tool_calls WHERE session_rid = ? AND call_id = ?", answered)
+    answered = [call_id for call_id, phase in changes.items() if phase is None]
+    if len(answered) > _ONE_STATEMENT:  # an import: fewer than the placeholders allowed
+        conn.executemany("DELETE FROM tool_calls WHERE session_rid = ? AND call_id = ?",
+                         [(rid, call_id) for call_id in answered])
+    elif answered:
+        conn.execute("DELETE FROM tool_calls WHERE session_rid = ? AND call_id IN ("
+                     + ", ".join("?" * len(answered)) + ")", (rid, *answered))
     planned = [(rid, call_id, phase) for call_id, phase in changes.items() if phase]
     if planned:
         conn.executemany(_SET_PHASE, planned)

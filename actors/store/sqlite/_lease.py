@@ -19,7 +19,6 @@ import fcntl
 import json
 import os
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,30 +92,50 @@ def held_elsewhere(path: Path, key: str | None = None) -> bool:
     return False
 
 
-@contextlib.contextmanager
-def hold(path: Path, session_id: str, key: str | None = None) -> Iterator[None]:
+class _Hold:
+    """One hold of the lease at ``path`` for a ``with`` block (see :func:`hold`): a class, not
+    a generator, since every checkpoint enters one (the supervisor's outer hold makes each
+    a count, not a lock)."""
+
+    __slots__ = ("held", "key", "path", "session_id")
+
+    def __init__(self, path: Path, session_id: str, key: str) -> None:
+        self.path = path
+        self.session_id = session_id
+        self.key = key
+        self.held: _Held | None = None
+
+    def __enter__(self) -> None:
+        with _registry_lock:
+            held = _registry.get(self.key)
+            if held is None:
+                held = _registry[self.key] = _Held(_acquire(self.path, self.session_id), 0)
+            held.count += 1
+        self.held = held
+
+    def __exit__(self, *exc: object) -> None:
+        held = self.held
+        if held is None:
+            return
+        self.held = None
+        with _registry_lock:
+            held.count -= 1
+            if held.count == 0:
+                del _registry[self.key]
+                with contextlib.suppress(OSError):
+                    fcntl.flock(held.fd, fcntl.LOCK_UN)
+                os.close(held.fd)
+
+
+def hold(path: Path, session_id: str, key: str | None = None
+         ) -> contextlib.AbstractContextManager[None]:
     """Hold the lease at ``path`` for the ``with`` block (re-entrant within this process;
     ``key``: the resolved path, the registry's key).
 
     Blocking only for the duration of ``open`` and a non-blocking ``flock``: async callers run
     it in a worker thread. Raises :class:`SessionLocked` when another process holds it.
     """
-    key = str(path.resolve()) if key is None else key
-    with _registry_lock:
-        held = _registry.get(key)
-        if held is None:
-            held = _registry[key] = _Held(_acquire(path, session_id), 0)
-        held.count += 1
-    try:
-        yield
-    finally:
-        with _registry_lock:
-            held.count -= 1
-            if held.count == 0:
-                del _registry[key]
-                with contextlib.suppress(OSError):
-                    fcntl.flock(held.fd, fcntl.LOCK_UN)
-                os.close(held.fd)
+    return _Hold(path, session_id, str(path.resolve()) if key is None else key)
 
 
 class FlockLeases:
@@ -125,28 +144,31 @@ class FlockLeases:
 
     def __init__(self, sessions_dir: Path) -> None:
         self.sessions_dir = sessions_dir
-        # session id -> the lock file's resolved path: resolving costs ~50 µs (an lstat per
-        # component), once per session rather than on every checkpoint.
-        self._keys: dict[str, str] = {}
+        # session id -> the lock file and its resolved path: resolving costs ~50 µs (an lstat
+        # per component), once per session rather than on every checkpoint.
+        self._paths: dict[str, tuple[Path, str]] = {}
 
     def path_of(self, session_id: str) -> Path:
         """The lock file of a (checked) session id."""
         return self.sessions_dir / f"{session_id}.lock"
 
-    def _key(self, session_id: str) -> str:
-        key = self._keys.get(session_id)
-        if key is None:
-            key = self._keys[session_id] = str(self.path_of(session_id).resolve())
-        return key
+    def _path(self, session_id: str) -> tuple[Path, str]:
+        known = self._paths.get(session_id)
+        if known is None:
+            path = self.path_of(session_id)
+            known = self._paths[session_id] = (path, str(path.resolve()))
+        return known
 
     def hold(self, session_id: str) -> contextlib.AbstractContextManager[None]:
-        return hold(self.path_of(session_id), session_id, self._key(session_id))
+        path, key = self._path(session_id)
+        return _Hold(path, session_id, key)
 
     def is_held_here(self, session_id: str) -> bool:
-        return is_held_here(self.path_of(session_id), self._key(session_id))
+        with _registry_lock:
+            return self._path(session_id)[1] in _registry
 
     def held_elsewhere(self, session_id: str) -> bool:
-        return held_elsewhere(self.path_of(session_id), self._key(session_id))
+        return held_elsewhere(*self._path(session_id))
 
     def close(self) -> None:
         """Nothing to close: the lock files are opened per hold."""
