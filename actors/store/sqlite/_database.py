@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from actors.core.errors import CorruptSession, StorageError
+from actors.core.errors import CorruptSession, HarnessError, StorageError
 from actors.store._parts import Conn
 from actors.store._records import timestamp
 from actors.store.sqlite._schema import migrate
@@ -47,23 +47,17 @@ def _primary_code(exc: sqlite3.Error) -> int:
     return getattr(exc, "sqlite_errorcode", 0) & 0xFF
 
 
-@contextlib.contextmanager
-def translated(db_path: Path, session_id: str | None = None) -> Iterator[None]:
-    """Turn sqlite3 and OS errors into :class:`StorageError` naming the cause (one boundary).
-
-    Damage found while reading one session is reported as that session's
-    (:class:`CorruptSession`); other sessions may well be readable.
-    """
-    try:
-        yield
-    except sqlite3.Error as exc:
+def translation(exc: BaseException, db_path: Path,
+                session_id: str | None = None) -> HarnessError | None:
+    """What a sqlite3 or OS error ``exc`` is for the user: :class:`StorageError` naming the
+    cause, :class:`CorruptSession` for damage found while reading one session (other sessions
+    may well be readable); None for any other exception (it goes on as it is)."""
+    if isinstance(exc, sqlite3.Error):
         code = _primary_code(exc)
         if code in (11, 26):  # SQLITE_CORRUPT, SQLITE_NOTADB
             if session_id is not None:
-                raise CorruptSession(session_id, f"{exc}; {DOCTOR_HINT}") from exc
-            raise StorageError(
-                f"The session store {db_path} is damaged ({exc}); {DOCTOR_HINT}."
-            ) from exc
+                return CorruptSession(session_id, f"{exc}; {DOCTOR_HINT}")
+            return StorageError(f"The session store {db_path} is damaged ({exc}); {DOCTOR_HINT}.")
         cause = _CAUSES.get(code)
         if code in (8, 14) and not os.access(db_path.parent, os.W_OK):
             cause = "The session store's directory is read-only (cannot write there)"
@@ -75,9 +69,71 @@ def translated(db_path: Path, session_id: str | None = None) -> Iterator[None]:
                 cause = _CAUSES[8]
             else:
                 cause = f"Session store error: {text}"
-        raise StorageError(f"{cause} ({db_path}).") from exc
-    except OSError as exc:
-        raise StorageError(f"{exc.strerror or exc} ({exc.filename or db_path}).") from exc
+        return StorageError(f"{cause} ({db_path}).")
+    if isinstance(exc, OSError):
+        return StorageError(f"{exc.strerror or exc} ({exc.filename or db_path}).")
+    return None
+
+
+@contextlib.contextmanager
+def translated(db_path: Path, session_id: str | None = None) -> Iterator[None]:
+    """Turn sqlite3 and OS errors into :class:`StorageError` naming the cause (one boundary,
+    :func:`translation`)."""
+    try:
+        yield
+    except (sqlite3.Error, OSError) as exc:
+        error = translation(exc, db_path, session_id)
+        assert error is not None
+        raise error from exc
+
+
+class _DurableWrite:
+    """One durable write transaction of :meth:`SqliteDatabase.write` (every checkpoint is
+    one): the lock, the side files' check, ``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back
+    whole on any exception), errors translated (:func:`translation`). A class rather than
+    nested generators: their entering and leaving was a tenth of an append's own time."""
+
+    __slots__ = ("conn", "db")
+
+    def __init__(self, db: SqliteDatabase) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        db = self.db
+        db.lock.acquire()
+        try:
+            db._check_side_files()  # may reopen: read the connection after it
+            conn = self.conn = db.connection
+            conn.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            db.lock.release()
+            error = translation(exc, db.path)
+            if error is None:
+                raise
+            raise error from exc
+        return conn
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> None:
+        db, conn = self.db, self.conn
+        try:
+            if kind is None:
+                try:
+                    conn.execute("COMMIT")
+                    return
+                except BaseException as failed:
+                    exc = failed
+            if conn is db.connection and conn.in_transaction:  # not after a reopen
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            assert exc is not None
+            error = translation(exc, db.path)
+            if error is not None:
+                raise error from exc
+            if kind is None:  # COMMIT failed with something else: let it go on
+                raise exc
+        finally:
+            db.lock.release()
 
 
 def pad_if_truncated(db_path: Path) -> str | None:
@@ -194,34 +250,33 @@ class SqliteDatabase:
             finally:
                 self.connection.execute("COMMIT")
 
-    @contextlib.contextmanager
-    def write(self, *leased: str, durable: bool = True) -> Iterator[Conn]:
+    def write(self, *leased: str, durable: bool = True) -> contextlib.AbstractContextManager[Conn]:
         """``durable=False``: ``synchronous=NORMAL`` for this transaction, whose COMMIT then
         writes the log without syncing it; the next ``FULL`` commit's sync covers it. Such a
         write (the search index) does not look at the side files either: the next durable
         write does, and reports a deleted log to the user, whose data (this write's too) is
         then written back."""
         # A flock lease cannot be lost while its process lives: nothing to check for ``leased``.
+        return _DurableWrite(self) if durable else self._derived_write()
+
+    @contextlib.contextmanager
+    def _derived_write(self) -> Iterator[Conn]:
         with self.lock, translated(self.path):
-            if durable:
-                self._check_side_files()  # may reopen: read the connection after it
             conn = self.connection
-            if not durable:
-                conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield conn
                     conn.execute("COMMIT")
                 except BaseException:
-                    if conn is self.connection and conn.in_transaction:  # not after a reopen
+                    if conn.in_transaction:
                         with contextlib.suppress(sqlite3.Error):
                             conn.execute("ROLLBACK")
                     raise
             finally:
-                if not durable:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("PRAGMA synchronous = FULL")
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("PRAGMA synchronous = FULL")
 
     def _check_side_files(self) -> None:
         """Raise :class:`StorageError`, after a safe reopen, when the ``-wal`` or ``-shm`` file
