@@ -1,14 +1,27 @@
 """Request bodies built from pieces (actors/model/_body.py): the same JSON as encoding the
-whole body, with each message encoded once."""
+whole body, with each message encoded once, sent as its pieces and never joined."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import openai
+import pytest
+
 from actors.core.budget import estimate_messages
-from actors.model._assembly import call_ids_in
-from actors.model._body import EncodedMessages
+from actors.core.messages import encode, shape_of
+from actors.core.stored import StoredMessages
+from actors.model._assembly import Assembly, call_ids_in
+from actors.model._body import CHUNK, EncodedMessages
+from actors.model._endpoint import Endpoint
+from actors.model._wire import stream_chat
+from tests.children import read_line
 
 
 def _turn(k: int) -> list[dict[str, Any]]:
@@ -26,7 +39,7 @@ def _check(encoded: EncodedMessages, messages: list[dict[str, Any]]) -> None:
     head = {"model": "m"}
     tail = {"stream": True, "stream_options": {"include_usage": True}, "tools": [{"a": 1}]}
     body = encoded.body(head, tail)
-    assert json.loads(body) == {**head, "messages": messages, **tail}
+    assert json.loads(bytes(body)) == {**head, "messages": messages, **tail}
     assert encoded.tokens == estimate_messages(messages)
     assert encoded.call_ids == call_ids_in(messages)
 
@@ -67,7 +80,8 @@ def test_a_replaced_context_keeps_the_common_prefix_and_encodes_the_rest() -> No
 def test_empty_head_and_tail() -> None:
     encoded = EncodedMessages()
     encoded.update([{"role": "user", "content": "hi"}])
-    assert json.loads(encoded.body({}, {})) == {"messages": [{"role": "user", "content": "hi"}]}
+    assert json.loads(bytes(encoded.body({}, {}))) == {
+        "messages": [{"role": "user", "content": "hi"}]}
 
 
 def test_what_the_user_typed_is_kept_out_and_the_message_encoded_once() -> None:
@@ -78,10 +92,111 @@ def test_what_the_user_typed_is_kept_out_and_the_message_encoded_once() -> None:
     encoded.update(messages)
     wire = [system, {"role": "user", "content": typed["content"]}]
     _check(encoded, wire)
-    assert b"@a.txt" not in encoded.body({}, {})
+    assert b"@a.txt" not in bytes(encoded.body({}, {}))
     for k in range(1, 5):  # later requests recognise it: only their new messages are encoded
         messages = [*messages, *_turn(k)]
         before = encoded.encoded
         encoded.update(messages)
         assert encoded.encoded - before == 4
         _check(encoded, [*wire, *messages[2:]])
+
+
+def _stored(messages: list[dict[str, Any]]) -> StoredMessages:
+    """``messages`` as a resume reads them: stored rows, not parsed."""
+    return StoredMessages.read([encode(m) for m in messages], [shape_of(m) for m in messages],
+                               [estimate_messages([m]) for m in messages],
+                               lambda text, _: json.loads(text))
+
+
+def _long(n: int, size: int) -> list[dict[str, Any]]:
+    return [{"role": "user" if k % 2 else "assistant", "content": f"{k}: " + "é" * (k % 3)
+             + "x" * size} for k in range(n)]
+
+
+@pytest.mark.anyio
+async def test_a_body_is_its_pieces_in_chunks_the_same_bytes_each_time() -> None:
+    messages = [*_long(300, 700), {"role": "user", "content": "ü" + "y" * (5 * CHUNK)}]
+    encoded = EncodedMessages()
+    context = _stored(messages[:150])
+    context.extend(messages[150:])  # stored rows, then dicts
+    encoded.update(context)
+    head, tail = {"model": "m"}, {"stream": True}
+    body = encoded.body(head, tail)
+    whole = bytes(body)
+    assert json.loads(whole) == {**head, "messages": messages, **tail}
+    assert len(body) == len(whole)  # what Content-Length says
+    chunks = list(body.chunks())
+    assert b"".join(chunks) == whole and len(chunks) > 5
+    assert max(map(len, chunks)) < 2 * CHUNK + 2  # the long message too, a slice at a time
+    assert b"".join([c async for c in body]) == whole  # async, from the start again
+    assert b"".join([c async for c in body]) == whole  # a retry sends the same bytes
+    encoded.update([*messages, {"role": "user", "content": "later"}])
+    assert bytes(body) == whole  # a body is the messages held when it was made
+
+
+def test_stored_rows_go_into_the_body_as_read_not_copied() -> None:
+    """The encoder holds each stored row's own text, and a body holds the pieces: building
+    both for 8 MB of rows allocates a small fraction of it (it was twice the rows' size: the
+    joined messages, and the body joined from them)."""
+    messages = _long(2000, 4000)
+    stored = _stored(messages)
+    size = sum(len(stored.text(i)) for i in range(len(stored)))
+    tracemalloc.start()
+    try:
+        encoded = EncodedMessages()
+        encoded.update(stored)
+        body = encoded.body({"model": "m"}, {"stream": True})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert encoded.taken == 2000 and stored.parsed() == 0
+    assert peak < size // 20, (peak, size)  # what is kept per message: ~0.1 KB
+    assert json.loads(bytes(body))["messages"] == messages
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def server_program() -> Iterator[str]:
+    """The scripted server (echo) in another process: its base URL."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "actors.testing.scripted_server", "--port", "0"], cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            yield read_line(proc.stdout).strip()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_long_body_is_sent_with_its_length_in_chunks(server_program: str) -> None:
+    """8 MB of messages to a server in another process: the server reads the body by its
+    Content-Length (a chunked body would be no JSON to it) and echoes the last message, and
+    sending holds no copy of the body (before: the body joined, and the socket's buffer of
+    what was not sent yet, twice)."""
+    messages = [*_long(4000, 2000), {"role": "user", "content": "the last one"}]
+    encoded = EncodedMessages()
+    encoded.update(_stored(messages))
+    body = encoded.body({"model": "m"}, {"stream": True})
+    assert len(body) > 8_000_000
+    client = openai.AsyncOpenAI(base_url=server_program, api_key="test", max_retries=0)
+    endpoint, assembly = Endpoint(server_program, "m"), Assembly()
+
+    async def ignore(piece: object) -> None:
+        pass
+
+    await stream_chat(client, body, endpoint, Assembly(), ignore)  # the client warmed up
+    tracemalloc.start()
+    try:
+        await stream_chat(client, body, endpoint, assembly, ignore)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        await client.close()
+    assert assembly.message()["content"] == "echo: the last one"
+    assert peak < 2_000_000, peak

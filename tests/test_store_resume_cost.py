@@ -307,11 +307,11 @@ def test_two_resumes_are_told_apart_by_their_rows_owner() -> None:
     other = read(two)
     assert not encoded.starts(other)
     encoded.update(other)
-    assert json.loads(encoded.body({}, {}))["messages"] == two
+    assert json.loads(bytes(encoded.body({}, {})))["messages"] == two
     assert encoded.call_ids == {"c2"} and encoded.tokens == estimate_messages(two)
     again = other.copy()
     again.append({"role": "user", "content": "more"})
     assert encoded.starts(again)
     encoded.update(again)
     assert encoded.taken == 10 and encoded.encoded == 1
-    assert json.loads(encoded.body({}, {}))["messages"] == [*two, again[-1]]
+    assert json.loads(bytes(encoded.body({}, {})))["messages"] == [*two, again[-1]]

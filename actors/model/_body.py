@@ -3,10 +3,17 @@
 A conversation's requests repeat every earlier message; encoding the whole body again for
 each request costs time in proportion to the session's length (at 4,000 messages, most of a
 turn's own work). :class:`EncodedMessages` keeps the JSON of the messages it was last given,
-joined, and the facts the client needs about them (their estimated tokens, their tool-call
-ids); a request that extends the last one by the same message objects (the supervisor
-appends to its context) encodes only the new messages. A request that does not (after a
-compaction or a recovery) keeps the common prefix and encodes the rest.
+one piece per message, and the facts the client needs about them (their estimated tokens,
+their tool-call ids); a request that extends the last one by the same message objects (the
+supervisor appends to its context) encodes only the new messages. A request that does not
+(after a compaction or a recovery) keeps the common prefix and encodes the rest.
+
+The body is never joined into one copy (:class:`Body`): a resumed context of 20,000 messages
+is 22 MB of JSON, and the joined messages, the body joined from them and what the socket
+buffers while sending it were each another 22 MB. A stored row not parsed yet is kept as the
+very text the store read (shared with the context, not copied), each message encoded as it
+is sent, in chunks of :data:`CHUNK` bytes; the length is known ahead, so the request says
+``Content-Length`` and no server sees a chunked request body.
 
 The rule that makes this safe is the context's own: a message already in the working context
 is never changed in place (a change is a new message object). The JSON is what the openai
@@ -22,13 +29,14 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from actors.core.budget import estimate_message
 from actors.core.messages import SHOWN, Message, call_ids_of
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+CHUNK = 64 * 1024  # bytes of body per write (asyncio's transport buffers 64 KiB before pausing)
 
 
 def dumps(value: Any) -> bytes:
@@ -53,16 +61,87 @@ def _keys(messages: Sequence[Message]) -> tuple[object, Sequence[object]]:
     return None, messages
 
 
+class Body:
+    """A request's JSON body as its pieces (see the module): ``len()`` is its size in bytes,
+    ``bytes()`` the whole of it, and iterating it, sync (:meth:`chunks`) or async, gives
+    it in chunks of about :data:`CHUNK` bytes, encoding each message as it comes. Every
+    iteration starts from the beginning, so a retry sends the same bytes again. Holds the
+    pieces it was made of (immutable strings and bytes), not copies of them."""
+
+    __slots__ = ("_head", "_parts", "_size", "_tail")
+
+    def __init__(self, head: bytes, parts: list[str | bytes], size: int, tail: bytes) -> None:
+        self._head, self._parts, self._tail = head, parts, tail
+        self._size = len(head) + size + len(tail)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.chunks())
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body from its start, in chunks of about :data:`CHUNK` bytes (a message
+        longer than that is encoded and given a chunk at a time)."""
+        buffer = bytearray(self._head)
+        for i, part in enumerate(self._parts):
+            if i:
+                buffer += b","
+            if len(part) <= CHUNK:
+                buffer += part.encode() if isinstance(part, str) else part
+            else:
+                for start in range(0, len(part), CHUNK):
+                    piece = part[start : start + CHUNK]
+                    buffer += piece.encode() if isinstance(piece, str) else piece
+                    if len(buffer) >= CHUNK:
+                        yield bytes(buffer)
+                        buffer.clear()
+            if len(buffer) >= CHUNK:
+                yield bytes(buffer)
+                buffer.clear()
+        buffer += self._tail
+        yield bytes(buffer)
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return _Chunks(self.chunks())
+
+
+class _Chunks:
+    """:meth:`Body.chunks` as an async iterator (a plain object, not an async generator: one
+    left unfinished by a failed send has nothing for the event loop to finalise)."""
+
+    __slots__ = ("_chunks",)
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+
+    def __aiter__(self) -> _Chunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+
+def _size(part: str | bytes) -> int:
+    """The bytes of ``part`` in UTF-8 (a string of ASCII alone, the usual JSON, in O(1))."""
+    if isinstance(part, str) and not part.isascii():
+        return len(part.encode())
+    return len(part)
+
+
 class EncodedMessages:
     """The messages of the latest request, encoded and joined (see the module docstring)."""
 
     def __init__(self) -> None:
         self._origin: object = None  # the owner of the stored rows the keys index
         self._keys: list[object] = []  # per message: its dict, or its stored row's index
-        self._ends: list[int] = []  # the end offset of each message's JSON in _joined
+        self._ends: list[int] = []  # the end offset (bytes) of each message's JSON, joined
         self._tokens: list[int] = []  # estimated tokens of the messages up to each one
         self._calls: list[tuple[str, ...] | list[str]] = []  # each message's call ids
-        self._joined = bytearray()  # the messages' JSON, comma-separated
+        self._parts: list[str | bytes] = []  # each message's JSON: a stored text, or encoded
         self._call_ids: set[str] = set()
         self.encoded = 0  # messages encoded so far (for tests and benchmarks)
         self.taken = 0  # messages taken as stored, not parsed nor encoded (the same)
@@ -95,20 +174,19 @@ class EncodedMessages:
         wire = getattr(messages, "wire", None)
         for position in range(keep, len(keys)):
             stored = wire(position) if wire is not None else None
+            part: str | bytes
             if stored is not None:
-                text, tokens, calls = stored
-                part = text.encode()
+                part, tokens, calls = stored  # the row's own text, not a copy
                 self.taken += 1
             else:
                 message = messages[position]
                 part = dumps(_for_wire(message))
                 tokens, calls = estimate_message(message), call_ids_of(message)
                 self.encoded += 1
-            if self._joined:
-                self._joined += b","
-            self._joined += part
+            end = self._ends[-1] + 1 if self._ends else 0  # a comma after the one before
+            self._parts.append(part)
             held_keys.append(keys[position])
-            self._ends.append(len(self._joined))
+            self._ends.append(end + _size(part))
             previous = self._tokens[-1] if self._tokens else 0
             self._tokens.append(previous + tokens)
             self._calls.append(calls)
@@ -119,7 +197,7 @@ class EncodedMessages:
         del self._ends[keep:]
         del self._tokens[keep:]
         del self._calls[keep:]
-        del self._joined[self._ends[-1] if self._ends else 0:]
+        del self._parts[keep:]
         self._call_ids = {i for calls in self._calls for i in calls}
 
     @property
@@ -132,11 +210,14 @@ class EncodedMessages:
         """Every tool-call id of the assistant messages held (a copy)."""
         return set(self._call_ids)
 
-    def body(self, head: dict[str, Any], tail: dict[str, Any]) -> bytes:
-        """The JSON object ``{**head, "messages": [...], **tail}``, built from the pieces."""
+    def body(self, head: dict[str, Any], tail: dict[str, Any]) -> Body:
+        """The JSON object ``{**head, "messages": [...], **tail}``, as its pieces (the
+        messages held now: a later :meth:`update` does not change it)."""
         first = dumps(head)[:-1]
         last = dumps(tail)[1:]
-        return b"".join((
-            first, b"," if len(first) > 1 else b"", b'"messages":[', self._joined, b"]",
-            b"," if len(last) > 1 else b"", last,
-        ))
+        return Body(
+            first + (b"," if len(first) > 1 else b"") + b'"messages":[',
+            list(self._parts),
+            self._ends[-1] if self._ends else 0,
+            b"]" + (b"," if len(last) > 1 else b"") + last,
+        )

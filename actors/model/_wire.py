@@ -30,6 +30,7 @@ import anyio
 
 from actors.core.errors import ModelError
 from actors.model._assembly import Assembly
+from actors.model._body import Body
 from actors.model._classify import broken, from_exception, invalid, snippet, stream_error
 from actors.model._endpoint import Endpoint
 from actors.model._http import http
@@ -58,7 +59,7 @@ def _post_takes_content(post: Callable[..., Any]) -> bool:
 
 async def stream_chat(
     client: openai.AsyncOpenAI,
-    body: bytes,
+    body: Body,
     endpoint: Endpoint,
     assembly: Assembly,
     on_piece: OnPiece,
@@ -70,12 +71,19 @@ async def stream_chat(
         # schema against its type definitions (~0.16 ms per message, on the event loop),
         # then encode the whole body again; the body arrives encoded, from its pieces.
         if _takes_content(client):
+            # Sent as its chunks, never joined (a resumed context's body is tens of MB);
+            # the length given, so the body goes with Content-Length, not chunked (the
+            # HTTP client sends an iterable chunked unless told the length), as every
+            # server reads a body. The SDK does not retry (max_retries=0); a retry of ours
+            # posts the body again, and it iterates from its start.
             response = await client.post(
                 "/chat/completions", content=body, cast_to=http.Response, stream=True,
+                options={"headers": {"Content-Length": str(len(body))}},
             )
         else:  # an older SDK: it encodes the body itself
             response = await client.post(
-                "/chat/completions", body=json.loads(body), cast_to=http.Response, stream=True,
+                "/chat/completions", body=json.loads(bytes(body)), cast_to=http.Response,
+                stream=True,
             )
     except Exception as exc:
         raise from_exception(exc, endpoint, streaming=False) from None

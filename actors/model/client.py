@@ -57,7 +57,7 @@ from actors.core.events import (
 from actors.core.mailbox import answer
 from actors.core.messages import Message
 from actors.model._assembly import Assembly
-from actors.model._body import EncodedMessages
+from actors.model._body import Body, EncodedMessages
 from actors.model._classify import from_exception
 from actors.model._endpoint import Endpoint, check_base_url, root_url
 from actors.model._http import http
@@ -286,7 +286,7 @@ class ModelClient:
         first.update(messages)
         return first
 
-    def _body(self, request: ModelRequest, encoded: EncodedMessages) -> bytes:
+    def _body(self, request: ModelRequest, encoded: EncodedMessages) -> Body:
         """The request's JSON body; ``encoded`` holds its messages."""
         head: dict[str, Any] = {"model": self.model}
         tail: dict[str, Any] = {"stream": True}
