@@ -24,7 +24,8 @@ from actors.core.compaction import (
     summary_message,
 )
 from actors.core.events import CompactionState, Notice, TextDelta
-from actors.core.messages import pairing_problems
+from actors.core.messages import encode, pairing_problems, shape_of
+from actors.core.stored import StoredMessages
 from actors.runtime.supervisor import TOOL_SCHEMA_TOKENS
 from actors.store import SessionStore
 from actors.testing.scripted_server import (
@@ -102,6 +103,54 @@ def test_split_never_separates_a_call_from_its_result(
         messages[split.cut:]
     again = split_point([*result, {"role": "user", "content": "next"}])
     assert again is not None and again.head_end == 2 + bool(pinned)  # carried blocks kept apart
+
+
+def stored(messages: list[dict[str, Any]], parsed: list[int]) -> StoredMessages:
+    """``messages`` as a resume reads them (stored rows); ``parsed`` gets each row parsed."""
+    def parse(text: str, position: int) -> Any:
+        parsed.append(position)
+        return json.loads(text)
+
+    return StoredMessages.read([encode(m) for m in messages], [shape_of(m) for m in messages],
+                               [estimate_message(m) for m in messages], parse)
+
+
+@settings(max_examples=200, deadline=None)
+@given(conversations(), st.booleans(), st.integers(5, 60))
+def test_stored_messages_split_and_fit_as_a_list_does_reading_less(
+    messages: list[dict[str, Any]], carried: bool, limit: int
+) -> None:
+    """The split and the fitting of stored messages give what they give on the parsed
+    list; the split parses only the head it reads (the roles come from the stored text), the
+    fitting only what it sends."""
+    if carried:  # a context compacted before: its summary block after the system prompt
+        messages = [messages[0], summary_message("before"), *messages[1:]]
+    parsed: list[int] = []
+    rows = stored(messages, parsed)
+    split = split_point(rows)
+    assert split == split_point(messages)
+    if split is None:
+        return
+    assert all(p <= split.head_end for p in parsed)  # the head and the first one after it
+    parsed.clear()
+    older = split.older(rows)
+    assert list(older) == split.older(messages)
+    parsed.clear()
+    fitted = fit_for_summary(split.older(rows), limit)
+    assert fitted == fit_for_summary(split.older(messages), limit)
+    sent = {i for i, m in enumerate(messages[split.head_end:split.cut], split.head_end)
+            if any(m is f or m == f for f in fitted)}
+    assert set(parsed) <= sent | {split.head_end}
+
+
+def test_a_role_is_read_from_the_stored_text_or_the_row_is_parsed() -> None:
+    messages = [{"role": "user", "content": "a"}, {"content": "b", "role": "user"},
+                {"role": "us\"er", "content": "c"}, {"role": "assistant", "content": "d"}]
+    parsed: list[int] = []
+    rows = stored(messages, parsed)
+    rows.append({"role": "tool", "tool_call_id": "x", "content": "e"})
+    assert [rows.role(i) for i in range(len(rows))] == [m["role"] for m in messages] + ["tool"]
+    assert parsed == [1, 2]  # not role first; a role with an escape
 
 
 def test_summary_placement_and_tags() -> None:

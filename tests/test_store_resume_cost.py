@@ -315,3 +315,60 @@ def test_two_resumes_are_told_apart_by_their_rows_owner() -> None:
     encoded.update(again)
     assert encoded.taken == 10 and encoded.encoded == 1
     assert json.loads(bytes(encoded.body({}, {})))["messages"] == [*two, again[-1]]
+
+
+# -- a compaction after a resume (actors/core/compaction.py) ---------------------------------
+
+
+def long_turn(k: int, length: int = 400) -> list[dict[str, Any]]:
+    """A turn of about 120 estimated tokens (a result of ``length`` characters)."""
+    first, *rest = turn(k)
+    rest[1] = {**rest[1], "content": f"result {k} " + "x" * length}
+    return [first, *rest]
+
+
+@pytest.mark.anyio
+async def test_a_compaction_after_a_resume_parses_what_it_sends_and_keeps(
+    tmp_path: Path, stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first turn after resuming a context over the budget compacts it: the split reads
+    the roles from the stored text, the fitting the saved estimates, and only the messages
+    the summary request sends are parsed (and the system prompt, which the compacted
+    context keeps, and the first message after it, which the split reads to see whether a
+    compaction carried it). The summary request and the compacted context are what the same
+    rules give on the parsed messages."""
+    from actors.core.compaction import compacted, fit_for_summary, split_point
+    from actors.runtime.compactor import SUMMARY_INPUT_SHARE
+
+    history = [SYSTEM, *(m for k in range(200) for m in long_turn(k))]
+    budget = 6000
+    summaries: list[dict[str, Any]] = []
+
+    def respond(body: dict[str, Any]) -> Reply:
+        if str(body["messages"][0]["content"]).startswith("Summarize conversation data"):
+            summaries.append(body)
+            return Reply("Summary: earlier work.")
+        return Reply("Fine.")
+
+    with ScriptedServer(respond) as server:
+        settings = settings_for(tmp_path, server.base_url, max_context_tokens=budget)
+        sid = stores.open(settings.memory_dir).create_session(
+            messages=history, project_root=str(settings.sandbox_dir))
+        parses = RowParses(monkeypatch)
+        async with running(settings, stores.open(settings.memory_dir), resume=sid) as (sup, _):
+            assert parses.count == 0
+            assert (await sup.run_turn("hi")).ok
+        server.assert_done()
+    assert len(summaries) == 1
+    plain = [*history, {"role": "user", "content": "hi"}]
+    split = split_point(plain)
+    assert split is not None
+    expected = fit_for_summary(split.older(plain), int(budget * SUMMARY_INPUT_SHARE))
+    assert json.loads(summaries[0]["messages"][1]["content"]) == expected
+    sent = len(expected) - 1  # after the note of what was left out
+    assert 0 < sent < len(history) // 4
+    assert parses.count == sent + 2
+    context = stores.open(settings.memory_dir).load_context(sid)
+    assert context[:-1] == compacted(plain, split, "Summary: earlier work.", [])
+    assert context[-1] == {"role": "assistant", "content": "Fine."}
+

@@ -23,7 +23,7 @@ is the same dict in every copy whichever thread reads it first.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, MutableSequence
+from collections.abc import Callable, Iterable, Iterator, MutableSequence, Sequence
 from typing import Any, overload
 
 from actors.core.budget import estimate_message
@@ -31,6 +31,7 @@ from actors.core.messages import SHOWN, Facts, Message, encode, facts_of, facts_
 
 _PLAIN: Facts = (False, None, ())  # the facts of most messages
 _SHOWN_KEY = f'"{SHOWN}":'  # the harness-only key, as canonical JSON writes a key
+_ROLE = '{"role":"'  # how the canonical JSON of a message built role first begins
 
 
 class _Rows:
@@ -123,6 +124,53 @@ class StoredMessages(MutableSequence[Message]):
             else:
                 total += estimate_message(item)  # type: ignore[arg-type]
         return total
+
+    def estimate(self, position: int) -> int:
+        """The estimated tokens of one message (``estimate_message``), from the estimate
+        saved with its row where there is one."""
+        item = self._items[position]
+        if type(item) is int:
+            assert self._rows is not None
+            saved = self._rows.tokens[item]
+            return saved if saved is not None else estimate_message(self._message(position, item))
+        return estimate_message(item)  # type: ignore[arg-type]
+
+    def role(self, position: int) -> Any:
+        """The ``role`` of one message, read from its stored text when the text begins with
+        it (every message the harness builds has its role first): ``{"role":"`` can only
+        begin the top-level object's first key, and a value without a backslash ends at the
+        next quote. Any other row is parsed."""
+        item = self._items[position]
+        if type(item) is int:
+            assert self._rows is not None
+            text = self._rows.texts[item]
+            if text is not None and text.startswith(_ROLE):
+                end = text.find('"', len(_ROLE))
+                role = text[len(_ROLE) : end]
+                if end > 0 and "\\" not in role:
+                    return role
+            return self._message(position, item).get("role")
+        return item.get("role")  # type: ignore[union-attr]
+
+    def view(self, start: int, stop: int) -> StoredMessages:
+        """``self[start:stop]`` as stored messages (the rows shared, nothing parsed)."""
+        return StoredMessages(rows=self._rows, indexes=self._items[start:stop])
+
+    def same(self, position: int, other: Sequence[Message], other_position: int) -> bool:
+        """Whether the message at ``position`` is the very one at ``other_position`` of
+        ``other``, told without parsing: the same stored row of the same rows, or the same
+        dict (False means not known to be the same: compare them by value)."""
+        item = self._items[position]
+        if isinstance(other, StoredMessages):
+            theirs = other._items[other_position]
+            if type(theirs) is int:
+                if type(item) is int:
+                    return other._rows is self._rows and item == theirs
+                assert other._rows is not None
+                return other._rows.messages[theirs] is item
+        else:
+            theirs = other[other_position]
+        return self.is_message(position, theirs)
 
     def text(self, position: int) -> str:
         """The canonical JSON of one message (as stored; encoded if it was given)."""

@@ -30,6 +30,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from actors.core.errors import ActorCrashed, HarnessError
 from actors.core.mailbox import answer, ask
 from actors.core.messages import Message
+from actors.core.stored import StoredMessages
 from actors.store import Store
 
 T = TypeVar("T")
@@ -182,7 +183,11 @@ class CheckpointClient:
         expect_prefix: Sequence[Message] | None = None,
     ) -> None:
         snapshot = list(messages)
-        prefix = None if expect_prefix is None else list(expect_prefix)
+        prefix: Sequence[Message] | None = None
+        if isinstance(expect_prefix, StoredMessages):  # a copy that parses nothing
+            prefix = expect_prefix.copy()
+        elif expect_prefix is not None:
+            prefix = list(expect_prefix)
         await self._do(
             lambda s: s.replace_context(self.session_id, snapshot, compaction=compaction,
                                         expect_prefix=prefix)

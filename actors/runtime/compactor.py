@@ -33,6 +33,7 @@ from actors.core.compaction import (
     NoCompaction,
     compacted,
     fit_for_summary,
+    part,
     split_point,
 )
 from actors.core.errors import HarnessError
@@ -90,7 +91,9 @@ class Compactor:
             self._model_inbox.close()
 
     async def plan(self, snapshot: ContextSnapshot, job: Turn | None = None) -> CompactAnswer:
-        """The plan for ``snapshot`` (one summary call), or why there is none."""
+        """The plan for ``snapshot`` (one summary call), or why there is none. Of a context
+        of stored messages it parses only what the summary request sends and the latest
+        turn, which the compacted context keeps (:mod:`actors.core.compaction`)."""
         messages = snapshot.messages
         split = split_point(messages)
         if split is None:
@@ -119,7 +122,7 @@ class Compactor:
                 f"Compaction did not reduce the context ({before} -> {after} tokens); "
                 "original context kept.", outcome.usage,
             )
-        return CompactionPlan(split, messages[: split.cut], summary, before, after,
+        return CompactionPlan(split, part(messages, 0, split.cut), summary, before, after,
                               outcome.usage)
 
     async def _summarise(self, older: list[Message], job: Turn | None) -> ModelOutcome:

@@ -16,21 +16,22 @@ leaves the context unchanged.
 
 from __future__ import annotations
 
-from collections.abc import MutableSequence
+from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from actors.core.budget import ContextEstimator, UsageTotals
-from actors.core.compaction import CompactionPlan, compacted
+from actors.core.compaction import CompactionPlan, compacted, part
 from actors.core.messages import Message
 from actors.core.planning import Planning
+from actors.core.stored import StoredMessages
 
 
 @dataclass(frozen=True)
 class ContextSnapshot:
     """A read-only copy of the working context at one moment."""
 
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]  # a tuple, or a copy of the stored messages (unparsed)
     pinned: tuple[str, ...]
     tokens: int  # the estimated size of a request with these messages
     planning: Planning
@@ -89,8 +90,9 @@ class WorkingContext:
         return self.estimator.estimate(self.messages, overhead=self.overhead)
 
     def snapshot(self) -> ContextSnapshot:
+        messages = self.messages
         return ContextSnapshot(
-            messages=tuple(self.messages),
+            messages=messages.copy() if isinstance(messages, StoredMessages) else tuple(messages),
             pinned=tuple(self.pinned),
             tokens=self.tokens(),
             planning=self.planning.copy(),
@@ -105,17 +107,23 @@ class WorkingContext:
         cut = plan.split.cut
         if self.saved_len < cut:
             return "Compaction skipped: the context it summarised is not saved yet; unchanged."
-        current = self.messages
-        if len(current) < cut or any(
-            a is not b and a != b for a, b in zip(current[:cut], plan.basis, strict=True)
-        ):
+        current, basis = self.messages, plan.basis
+        if len(current) < cut or len(basis) != cut:
             return "The context changed during compaction; unchanged."
+        same = current.same if isinstance(current, StoredMessages) else None
+        for i in range(cut):  # the very messages, told apart unparsed where they are rows
+            if same is not None and same(i, basis, i):
+                continue
+            a, b = current[i], basis[i]
+            if a is not b and a != b:
+                return "The context changed during compaction; unchanged."
         return None
 
     def compacted_by(self, plan: CompactionPlan) -> list[Message]:
         """What the store is to hold after ``plan``: the saved part of the context, compacted.
         (Call :meth:`compaction_saved` once the store holds it.)"""
-        return compacted(self.messages[: self.saved_len], plan.split, plan.summary, self.pinned)
+        saved = part(self.messages, 0, self.saved_len)  # stored rows stay unparsed
+        return compacted(saved, plan.split, plan.summary, self.pinned)
 
     def compaction_saved(self, stored: list[Message]) -> None:
         """The store now holds ``stored`` (:meth:`compacted_by`): the context becomes it plus

@@ -58,9 +58,12 @@ class SavedContext:
     objs: StoredMessages
 
     def starts_with(self, messages: Sequence[Any]) -> bool:
-        """Whether the saved context starts with ``messages`` (equal as stored)."""
-        return len(messages) <= len(self.objs) and all(
-            _same(m, self.objs, i) for i, m in enumerate(messages)
+        """Whether the saved context starts with ``messages`` (equal as stored; stored
+        messages that are its very rows are told so unparsed)."""
+        kept = self.objs
+        return len(messages) <= len(kept) and all(
+            kept.same(i, messages, i) or _same(messages[i], kept, i)
+            for i in range(len(messages))
         )
 
 
