@@ -372,3 +372,34 @@ async def test_a_compaction_after_a_resume_parses_what_it_sends_and_keeps(
     assert context[:-1] == compacted(plain, split, "Summary: earlier work.", [])
     assert context[-1] == {"role": "assistant", "content": "Fine."}
 
+
+def test_a_compaction_saved_after_a_resume_reads_no_whole_copy(
+    tmp_path: Path, stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replacing a resumed context by a compacted one checks the prefix it was made from by
+    its rows (nothing parsed) and looks up only the kept messages' transcript rows: what it
+    allocates is a small part of the context (it read every row's text at once)."""
+    import tracemalloc
+
+    history = [SYSTEM, *(m for k in range(500) for m in long_turn(k, 4000))]
+    store = stores.open(tmp_path / "memory")
+    sid = store.create_session(messages=history)
+    store.catch_up_index()  # (the search index reads every new message, once)
+    store = stores.open(tmp_path / "memory")  # a new instance: the context read back lazily
+    context = store.recover(sid)
+    assert isinstance(context, StoredMessages)
+    size = sum(len(context.text(i)) for i in range(len(context)))
+    summary = {"role": "user", "content": "<session_context_data>\nSummary."}
+    kept = [context[0], summary, *context[-4:]]
+    parses = Parses(monkeypatch)
+    tracemalloc.start()
+    try:
+        store.replace_context(sid, kept, compaction={"at": None, "before_tokens": 2,
+                                                     "after_tokens": 1, "summary": "Summary."},
+                              expect_prefix=context.view(0, len(context) - 4))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert parses.count == 0
+    assert peak < size // 10, (peak, size)
+    assert stores.open(tmp_path / "memory").load_context(sid) == kept

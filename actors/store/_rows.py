@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, NamedTuple
@@ -181,15 +181,21 @@ def context_texts(conn: Conn, rid: int) -> list[str | None]:
     ]
 
 
-def context_mids(conn: Conn, rid: int) -> dict[str, int]:
-    """Canonical JSON -> transcript row of the messages of the stored context that have one."""
-    return dict(
-        conn.execute(
-            "SELECT t.body, c.mid FROM context c JOIN transcript t ON t.mid = c.mid "
-            "WHERE c.session_rid = ?",
-            (rid,),
-        ).fetchall()
-    )
+def context_mids(conn: Conn, rid: int, texts: Collection[str]) -> dict[str, int]:
+    """Canonical JSON -> transcript row, for those of ``texts`` that messages of the stored
+    context with a transcript row have. Read row by row, keeping only those: a compaction
+    keeps a few messages of tens of thousands, and every row's text held at once was the
+    whole context again."""
+    wanted = texts if isinstance(texts, (set, frozenset)) else set(texts)
+    mids: dict[str, int] = {}
+    for body, mid in conn.execute(
+        "SELECT t.body, c.mid FROM context c JOIN transcript t ON t.mid = c.mid "
+        "WHERE c.session_rid = ?",
+        (rid,),
+    ):
+        if body in wanted:
+            mids[body] = mid
+    return mids
 
 
 MULTI_ROW = 16

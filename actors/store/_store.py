@@ -451,7 +451,7 @@ class Store:
                     f"The context of session '{session_id}' changed while it was compacted."
                 )
             rid = row.rid
-            mids = _rows.context_mids(conn, rid)
+            mids = _rows.context_mids(conn, rid, set(texts))
             added_mids = _rows.insert_messages(
                 conn, rid, row.transcript_len, None, added, added_texts, planned_calls=False,
             )
