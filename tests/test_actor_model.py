@@ -51,11 +51,18 @@ class Cut:
 
 
 @dataclass(frozen=True)
+class Burst:
+    """Stream ``reply`` in one read (a fast server's chunks, arrived together)."""
+
+    reply: Reply
+
+
+@dataclass(frozen=True)
 class Silent:
     """Accept the request and never answer."""
 
 
-Step = Reply | Status | Cut | Silent
+Step = Reply | Status | Cut | Burst | Silent
 
 
 def _sse(chunks: list[dict[str, Any]]) -> list[bytes]:
@@ -91,9 +98,13 @@ class MemoryEndpoint:
         if isinstance(step, Status):
             return httpx2.Response(step.code, json={"error": {"message": step.message}})
         reply, cut = (step.reply, step.chunks) if isinstance(step, Cut) else (step, None)
+        if isinstance(reply, Burst):
+            reply = reply.reply
         chunks = [c for c in _chunks(reply, body)
                   if "stream_options" in body or not c.get("usage")]
         pieces = _sse(chunks)
+        if isinstance(step, Burst):
+            pieces = [b"".join(pieces)]
         stream = _Body(pieces[:cut] if cut is not None else pieces, cut is not None)
         return httpx2.Response(200, headers={"content-type": "text/event-stream"},
                                stream=stream)
@@ -165,6 +176,16 @@ async def test_a_stream_cut_midway_is_retried_and_what_was_shown_is_voided() -> 
     restart = kinds.index(StreamRestarted)
     assert TextDelta in kinds[:restart] and TextDelta in kinds[restart + 1:]
     assert served.seconds == pytest.approx(0.5)
+
+
+async def test_the_chunks_of_one_read_are_shown_as_one_piece() -> None:
+    text = "one two three four five six"
+    one_read = await serve(MemoryEndpoint([Burst(Reply(text))]))
+    assert text_of(one_read) == text
+    assert [e.text for e in one_read.events if isinstance(e, TextDelta)] == [text]
+    read_by_read = await serve(MemoryEndpoint([Reply(text)]))
+    deltas = [e.text for e in read_by_read.events if isinstance(e, TextDelta)]
+    assert text_of(read_by_read) == text and len(deltas) > 3 and "".join(deltas) == text
 
 
 async def test_an_endpoint_without_usage_chunks_falls_back_and_estimates() -> None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from actors.model._assembly import Assembly, call_ids_in, repair_arguments
 from actors.model._reasoning import ThinkSplitter
-from actors.model._sse import NotAnEventStream, SSEDecoder, SSEEvent
+from actors.model._sse import NotAnEventStream, SSEDecoder, SSEEvent, SSELines
 
 JSON = dict[str, Any]
 
@@ -264,3 +264,22 @@ def test_sse_fields_comments_and_the_llama_cpp_error_field() -> None:
 def test_a_line_that_is_no_sse_field_is_not_an_event_stream(line: str) -> None:
     with pytest.raises(NotAnEventStream):
         decode([line])
+
+
+def lines_of(reads: list[bytes]) -> list[str]:
+    splitter = SSELines()
+    return [line for data in reads for line in splitter.feed(data)] + splitter.close()
+
+
+def test_lines_end_in_lf_crlf_or_cr_wherever_the_reads_are_cut() -> None:
+    body = "data: a\r\n\r\ndata: é€\rdata: b\n\ndata: [DONE]\r\n\r\nlast".encode()
+    expected = ["data: a", "", "data: é€", "data: b", "", "data: [DONE]", "", "last"]
+    assert lines_of([body]) == expected
+    for cut in range(1, len(body)):  # \r|\n and a character's bytes split between reads
+        assert lines_of([body[:cut], b"", body[cut:]]) == expected, cut
+    assert lines_of([bytes([b]) for b in body]) == expected
+
+
+def test_lines_of_bad_utf8_show_the_replacement_character() -> None:
+    assert lines_of([b"data: \xff\xfe ok\n", b"data: \xe2\x82"]) == [
+        "data: \ufffd\ufffd ok", "data: \ufffd"]

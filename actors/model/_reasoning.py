@@ -50,6 +50,8 @@ class ThinkSplitter:
         self._answer_started = False  # leading whitespace of the answer is dropped
 
     def feed(self, piece: str) -> list[Piece]:
+        if self._state in ("answer", "plain") and not self._buffer and "<" not in piece:
+            return self._text(piece)  # no tag can start in it: all answer (the usual piece)
         self._buffer += piece
         out: list[Piece] = []
         while True:

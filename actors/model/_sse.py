@@ -6,16 +6,52 @@ older llama.cpp servers report a failure after streaming began as a field of its
 being dropped as an unknown field. A line that is no SSE field at all (HTML, a bare JSON
 document) makes the body "not an event stream", which the caller reports.
 
+:class:`SSELines` cuts the body's bytes into lines as they arrive (``\n``, ``\r\n`` or
+``\r``, as the SSE format allows; UTF-8, an invalid byte shown as U+FFFD), so that a read
+of the network, however many lines it holds, is handled in one step.
+
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
+import codecs
 import re
 from dataclasses import dataclass
 
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 _KNOWN = {"data", "event", "id", "retry", "error"}
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+class SSELines:
+    """The lines of an event stream's body, fed its bytes as they are read."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._rest = ""  # the start of a line not ended yet
+        self._after_cr = False  # the last read ended with \r: a \n starting the next is its
+
+    def feed(self, data: bytes) -> list[str]:
+        """The lines completed by ``data`` (without their line endings)."""
+        return self._split(self._decoder.decode(data))
+
+    def close(self) -> list[str]:
+        """The body ended: the last line, if it had no line ending."""
+        lines = self._split(self._decoder.decode(b"", True))
+        rest, self._rest = self._rest, ""
+        return [*lines, rest] if rest else lines
+
+    def _split(self, text: str) -> list[str]:
+        if self._after_cr and text.startswith("\n"):
+            text, self._after_cr = text[1:], False
+        if not text:
+            return []
+        self._after_cr = text.endswith("\r")
+        text = self._rest + text
+        lines = _LINE_END.split(text) if "\r" in text else text.split("\n")
+        self._rest = lines.pop()
+        return lines
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from actors.model._classify import broken, from_exception, invalid, snippet, str
 from actors.model._endpoint import Endpoint
 from actors.model._http import http
 from actors.model._reasoning import Piece
-from actors.model._sse import NotAnEventStream, SSEDecoder, SSEEvent
+from actors.model._sse import NotAnEventStream, SSEDecoder, SSEEvent, SSELines
 
 if TYPE_CHECKING:
     import openai
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 OnPiece = Callable[[Piece], Awaitable[None]]
 CLOSE_SECONDS = 2
 DRAIN_SECONDS = 0.25  # what reading the body's end after [DONE] may take ...
-DRAIN_LINES = 16  # ... and how many lines it may read
+DRAIN_READS = 16  # ... and how many reads it may make
 MAX_JSON_BODY = 16 * 1024 * 1024
 
 
@@ -106,57 +106,103 @@ async def _read(
         await _read_json(response, content_type, endpoint, assembly, on_piece)
         return
     decoder = SSEDecoder()
+    lines = SSELines()
     done = False
-    lines = response.aiter_lines()
+    reads = response.aiter_bytes()
     try:
-        async for line in lines:
+        async for data in reads:
+            # Every line of one read is handled at once, and what it shows is passed on as
+            # one piece of each kind: a server's burst of small chunks is one event for the
+            # front end, not one each (and one trip through the event loop each).
+            pieces: list[Piece] = []
+            failure: ModelError | None = None
             try:
-                event = decoder.feed(line)
-            except NotAnEventStream as exc:
-                shown = content_type or "no content type"
-                raise invalid("HTTP 200 with a body that is not an event stream",
-                              f"{shown}: {snippet(exc.line)!r}", endpoint) from None
-            if event is not None and await _take(event, endpoint, assembly, on_piece):
-                done = True
+                done = any(_line(line, decoder, content_type, endpoint, assembly, pieces)
+                           for line in lines.feed(data))
+            except ModelError as exc:  # what came before a server's error is shown first
+                failure = exc
+            for piece in _joined(pieces):
+                await on_piece(piece)
+            if failure is not None:
+                raise failure
+            if done:
                 break
         if done:
-            await _drain(lines)
+            await _drain(reads)
     finally:
-        aclose = getattr(lines, "aclose", None)
+        aclose = getattr(reads, "aclose", None)
         if aclose is not None:
             with anyio.move_on_after(CLOSE_SECONDS, shield=True):
                 await aclose()
     if not done:
-        last = decoder.close()
-        if last is not None:
-            await _take(last, endpoint, assembly, on_piece)
-    for piece in assembly.finish():
-        await on_piece(piece)
+        pieces = []
+        for line in lines.close():
+            if _line(line, decoder, content_type, endpoint, assembly, pieces):
+                break
+        else:
+            last = decoder.close()
+            if last is not None:
+                _take(last, endpoint, assembly, pieces)
+        for piece in _joined([*pieces, *assembly.finish()]):
+            await on_piece(piece)
+    else:
+        for piece in assembly.finish():
+            await on_piece(piece)
     if assembly.finish_reason is None:
         where = f"after {assembly.chunks} chunk{'s' if assembly.chunks != 1 else ''}"
         how = "with [DONE]" if done else "when the body ended"
         raise broken("the stream ended without a finish_reason", f"{how}, {where}", endpoint)
 
 
-async def _drain(lines: AsyncIterator[str]) -> None:
+def _line(line: str, decoder: SSEDecoder, content_type: str, endpoint: Endpoint,
+          assembly: Assembly, pieces: list[Piece]) -> bool:
+    """Feed one line of the body; True at ``[DONE]``."""
+    try:
+        event = decoder.feed(line)
+    except NotAnEventStream as exc:
+        shown = content_type or "no content type"
+        raise invalid("HTTP 200 with a body that is not an event stream",
+                      f"{shown}: {snippet(exc.line)!r}", endpoint) from None
+    return event is not None and _take(event, endpoint, assembly, pieces)
+
+
+def _joined(pieces: list[Piece]) -> list[Piece]:
+    """``pieces`` with each run of one kind of text joined (``revealed`` stays apart)."""
+    if len(pieces) < 2:
+        return pieces
+    out: list[Piece] = []
+    run: list[str] = []
+    for piece in pieces:
+        if out and piece.kind == out[-1].kind and piece.kind != "revealed":
+            run.append(piece.text)
+            continue
+        if len(run) > 1:
+            out[-1] = Piece(out[-1].kind, "".join(run))
+        out.append(piece)
+        run = [piece.text]
+    if len(run) > 1:
+        out[-1] = Piece(out[-1].kind, "".join(run))
+    return out
+
+
+async def _drain(reads: AsyncIterator[bytes]) -> None:
     """Read what follows ``[DONE]`` (the end of the chunked body), so that the connection
     goes back to the pool: a response closed before its body ended takes its connection
     with it, and every request would open a new one (a TLS handshake, for a remote
-    endpoint). Bounded in time and lines: a server that keeps the body open after
+    endpoint). Bounded in time and reads: a server that keeps the body open after
     ``[DONE]``, or breaks it off, only loses its connection; the answer is complete either
     way, so nothing here is an error."""
     with anyio.move_on_after(DRAIN_SECONDS):
-        for _ in range(DRAIN_LINES):
+        for _ in range(DRAIN_READS):
             try:
-                await anext(lines)
+                await anext(reads)
             except Exception:  # its end (StopAsyncIteration), or cut off after [DONE]
                 return
 
 
-async def _take(
-    event: SSEEvent, endpoint: Endpoint, assembly: Assembly, on_piece: OnPiece
-) -> bool:
-    """Handle one event; True at ``[DONE]``."""
+def _take(event: SSEEvent, endpoint: Endpoint, assembly: Assembly,
+          pieces: list[Piece]) -> bool:
+    """Handle one event (what it shows is added to ``pieces``); True at ``[DONE]``."""
     if event.error is not None:  # llama.cpp: "error: {...}"
         raise stream_error(_json_or_text(event.error), endpoint)
     data = event.data.strip()
@@ -172,8 +218,7 @@ async def _take(
         raise invalid("a data line that is not a JSON object", repr(snippet(data)), endpoint)
     if _is_error(chunk):
         raise stream_error(chunk, endpoint)
-    for piece in assembly.add(chunk):
-        await on_piece(piece)
+    pieces += assembly.add(chunk)
     return False
 
 
