@@ -29,7 +29,8 @@ directories are removed at the end. Progress goes to stderr; the tables (or the 
    ``json.dumps`` of the bodies. The overhead is broken down by timing, inside this
    benchmark only, the supervisor's ``_checkpoint``, ``_record_results``, ``_ask_model`` and
    ``_run_tools`` (wrapped on the instance, whatever their parameters) and the store's
-   SQLite work. Medians over a window of turns around each session length; compaction off.
+   SQLite work; the store's durable writes (commits) are counted. Medians over a window of
+   turns around each session length; compaction off.
 2. **A long session with and without compaction.** ``--turns`` user turns (each: one
    ``read_file`` of ~1.5 KB, then a ~300-character answer), once with a context budget so
    large nothing compacts and once with the defaults (``max_context_tokens=24_000``,
@@ -314,7 +315,8 @@ class ServerProcess:
 
 
 class TimedStore(SessionStore):
-    """The SQLite store, timing its write work (it runs in the checkpoint writer's thread)."""
+    """The SQLite store, timing its write work (it runs in the checkpoint writer's thread)
+    and counting its durable writes (``seconds["writes"]``: one commit each)."""
 
     def __init__(self, memory_dir: Path) -> None:
         super().__init__(memory_dir)
@@ -327,6 +329,7 @@ class TimedStore(SessionStore):
             return super().checkpoint(*args, **kwargs)
         finally:
             self.seconds["checkpoint"] += time.perf_counter() - start
+            self.seconds["writes"] += 1
 
     def append(self, *args: Any, **kwargs: Any) -> int:
         start = time.perf_counter()
@@ -334,6 +337,7 @@ class TimedStore(SessionStore):
             return super().append(*args, **kwargs)
         finally:
             self.seconds["checkpoint"] += time.perf_counter() - start
+            self.seconds["writes"] += 1
 
     def mark_started(self, *args: Any, **kwargs: Any) -> None:
         start = time.perf_counter()
@@ -341,6 +345,7 @@ class TimedStore(SessionStore):
             super().mark_started(*args, **kwargs)
         finally:
             self.seconds["mark_started"] += time.perf_counter() - start
+            self.seconds["writes"] += 1
 
     def replace_context(self, *args: Any, **kwargs: Any) -> None:
         self.replacements += 1
@@ -491,6 +496,7 @@ class OverheadRow:
     tools_ms: float  # the executor round trip, mark_started included
     other_ms: float  # overhead minus the three above
     request_kb: float  # the turn's larger request body
+    writes: float = 0.0  # durable writes (commits) of messages and records per turn
     overhead_off_ms: float = 0.0  # the same, in the session with the workspace snapshots off
 
 
@@ -643,6 +649,7 @@ async def overhead_row(
         per["model"].append(model)
         per["checkpoint"].append(checkpoint)
         per["store"].append(sample.store.get("checkpoint", 0.0))
+        per["writes"].append(sample.store.get("writes", 0.0))
         per["tools"].append(tools)
         per["other"].append(overhead - model - checkpoint - tools)
         sizes.append(max(t.body_bytes for t in timings))
@@ -671,6 +678,7 @@ async def overhead_row(
         tools_ms=ms(median(per["tools"])),
         other_ms=ms(median(per["other"])),
         request_kb=round(median(sizes) / 1024, 1),
+        writes=median(per["writes"]),
     )
 
 
@@ -835,16 +843,17 @@ def render(overhead: list[OverheadRow], runs: list[LongRun], cfg: Config,
         f"{cfg.window} turns; ms):",
         "",
         "| messages | turn | server | **overhead** | snapshots off | baseline: bare HTTP "
-        "| bare SDK | model client | checkpoints | of which SQLite | tool | other "
+        "| bare SDK | model client | checkpoints | of which SQLite | commits | tool | other "
         "| json.dumps | request |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in overhead:
         lines.append(
             f"| ~{r.target_messages} ({r.messages}) | {r.turn_ms:.1f} | {r.server_ms:.1f} "
             f"| **{r.overhead_ms:.1f}** | {r.overhead_off_ms:.1f} | {r.http_ms:.1f} "
             f"| {r.sdk_ms:.1f} | {r.model_client_ms:.1f} | {r.checkpoint_ms:.1f} "
-            f"| {r.store_ms:.1f} | {r.tools_ms:.1f} | {r.other_ms:.1f} | {r.json_dumps_ms:.2f} "
+            f"| {r.store_ms:.1f} | {r.writes:g} | {r.tools_ms:.1f} | {r.other_ms:.1f} "
+            f"| {r.json_dumps_ms:.2f} "
             f"| {r.request_kb:.0f} KB |"
         )
     if overhead:

@@ -24,6 +24,8 @@ def test_the_turn_benchmark_runs_and_times_every_phase(
         for figure in ("model_client_ms", "checkpoint_ms", "store_ms", "tools_ms",
                        "http_ms", "sdk_ms"):
             assert row[figure] > 0, figure
+        # the user's message, the answer with its read's result, the final answer
+        assert row["writes"] == 3
     assert [run["turns"] for run in report["long_sessions"]] == [4, 4]
     assert all(run["final_messages"] > 4 * 4 for run in report["long_sessions"])
 
