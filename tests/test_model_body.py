@@ -13,6 +13,8 @@ from typing import Any
 
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actors.core.budget import estimate_messages
 from actors.core.messages import encode, shape_of
@@ -127,11 +129,35 @@ async def test_a_body_is_its_pieces_in_chunks_the_same_bytes_each_time() -> None
     assert len(body) == len(whole)  # what Content-Length says
     chunks = list(body.chunks())
     assert b"".join(chunks) == whole and len(chunks) > 5
-    assert max(map(len, chunks)) < 2 * CHUNK + 2  # the long message too, a slice at a time
+    assert max(map(len, chunks)) <= 3 * CHUNK + 1  # the long message too, a slice at a time
     assert b"".join([c async for c in body]) == whole  # async, from the start again
     assert b"".join([c async for c in body]) == whole  # a retry sends the same bytes
     encoded.update([*messages, {"role": "user", "content": "later"}])
     assert bytes(body) == whole  # a body is the messages held when it was made
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([10, 900, CHUNK - 5, CHUNK + 7, 2 * CHUNK + 3]),
+                          st.booleans(), st.booleans()), max_size=12))
+def test_a_body_of_any_mix_of_pieces_is_the_whole_json(
+    shapes: list[tuple[int, bool, bool]]
+) -> None:
+    """Stored texts and encoded messages, short and long, ASCII or not: the chunks make the
+    JSON of the whole, its length is the bytes sent, and no chunk is much over CHUNK."""
+    messages = [{"role": "user", "content": ("ü" if wide else "u") + "x" * size}
+                for size, wide, _ in shapes]
+    context = _stored(messages)
+    for i, (_, _, is_row) in enumerate(shapes):
+        if not is_row:
+            context[i] = messages[i]  # a message given, not a stored row
+    encoded = EncodedMessages()
+    encoded.update(context)
+    assert encoded.taken == sum(is_row for _, _, is_row in shapes)
+    body = encoded.body({"model": "m"}, {"stream": True})
+    chunks = list(body.chunks())
+    assert json.loads(b"".join(chunks)) == {"model": "m", "messages": messages, "stream": True}
+    assert len(body) == sum(map(len, chunks))
+    assert max(map(len, chunks)) <= 3 * CHUNK + 1
 
 
 def test_stored_rows_go_into_the_body_as_read_not_copied() -> None:

@@ -27,6 +27,7 @@ Pure: no I/O; not thread-safe (the model client uses it on the event loop only).
 
 from __future__ import annotations
 
+import bisect
 import json
 import operator
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -68,11 +69,13 @@ class Body:
     iteration starts from the beginning, so a retry sends the same bytes again. Holds the
     pieces it was made of (immutable strings and bytes), not copies of them."""
 
-    __slots__ = ("_head", "_parts", "_size", "_tail")
+    __slots__ = ("_ends", "_head", "_parts", "_size", "_tail")
 
-    def __init__(self, head: bytes, parts: list[str | bytes], size: int, tail: bytes) -> None:
-        self._head, self._parts, self._tail = head, parts, tail
-        self._size = len(head) + size + len(tail)
+    def __init__(self, head: bytes, parts: list[str | bytes], ends: list[int],
+                 tail: bytes) -> None:
+        """``ends``: where each part ends in the parts joined by commas (in bytes)."""
+        self._head, self._parts, self._ends, self._tail = head, parts, ends, tail
+        self._size = len(head) + (ends[-1] if ends else 0) + len(tail)
 
     def __len__(self) -> int:
         return self._size
@@ -81,29 +84,49 @@ class Body:
         return b"".join(self.chunks())
 
     def chunks(self) -> Iterator[bytes]:
-        """The body from its start, in chunks of about :data:`CHUNK` bytes (a message
-        longer than that is encoded and given a chunk at a time)."""
-        buffer = bytearray(self._head)
-        for i, part in enumerate(self._parts):
-            if i:
-                buffer += b","
-            if len(part) <= CHUNK:
-                buffer += part.encode() if isinstance(part, str) else part
-            else:
-                for start in range(0, len(part), CHUNK):
-                    piece = part[start : start + CHUNK]
-                    buffer += piece.encode() if isinstance(piece, str) else piece
-                    if len(buffer) >= CHUNK:
-                        yield bytes(buffer)
-                        buffer.clear()
-            if len(buffer) >= CHUNK:
-                yield bytes(buffer)
-                buffer.clear()
-        buffer += self._tail
-        yield bytes(buffer)
+        """The body from its start: the head, the messages in chunks of about
+        :data:`CHUNK` bytes (the messages of each joined in one call, their ends known
+        ahead: no Python work per message; a message longer than two chunks is encoded and
+        given a chunk at a time), the tail."""
+        parts, ends, count = self._parts, self._ends, len(self._parts)
+        yield self._head
+        i = 0
+        while i < count:
+            start = ends[i - 1] + 1 if i else 0  # where part i begins
+            j = min(bisect.bisect_left(ends, start + CHUNK, i, count) + 1, count)
+            comma = b"," if i else b""
+            if ends[j - 1] - start > 2 * CHUNK:  # only the last of them can be that long
+                if j - 1 > i:
+                    j -= 1  # the long one begins the next window
+                else:
+                    yield from _slices(parts[i], comma)
+                    i += 1
+                    continue
+            yield comma + _joined(parts[i:j])
+            i = j
+        yield self._tail
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return _Chunks(self.chunks())
+
+
+def _joined(window: list[str | bytes]) -> bytes:
+    """The parts joined by commas, in UTF-8 (stored texts are strings, encoded parts bytes;
+    a window is mostly one or the other)."""
+    try:
+        if isinstance(window[0], str):
+            return ",".join(window).encode()  # type: ignore[arg-type]
+        return b",".join(window)  # type: ignore[arg-type]
+    except TypeError:  # both kinds
+        return b",".join([p.encode() if isinstance(p, str) else p for p in window])
+
+
+def _slices(part: str | bytes, comma: bytes) -> Iterator[bytes]:
+    """One long part a chunk at a time (a string's slices encoded one by one)."""
+    for start in range(0, len(part), CHUNK):
+        piece = part[start : start + CHUNK]
+        data = piece.encode() if isinstance(piece, str) else piece
+        yield comma + data if start == 0 else data
 
 
 class _Chunks:
@@ -218,6 +241,6 @@ class EncodedMessages:
         return Body(
             first + (b"," if len(first) > 1 else b"") + b'"messages":[',
             list(self._parts),
-            self._ends[-1] if self._ends else 0,
+            list(self._ends),
             b"]" + (b"," if len(last) > 1 else b"") + last,
         )
