@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING
 
 from actors.core.errors import HarnessError, RestoreFailed, UsageError
 from actors.core.messages import Message
-from actors.workspace import ObjectStore, RewindPlan, open_objects, roll_forward
 
 if TYPE_CHECKING:
     from actors.store import Store
+    from actors.workspace import ObjectStore, RewindPlan
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,8 @@ def finish_interrupted(store: Store, memory_dir: Path,
     :func:`actors.workspace.roll_forward`). Answers the object store it opened (for the
     workspace keeper to use: no second connection), or None when it cannot be opened (the
     keeper then says snapshots are off), and the line to show (None: nothing to say)."""
+    from actors.workspace import open_objects, roll_forward
+
     try:
         objects = open_objects(memory_dir, store)
     except HarnessError:

@@ -32,7 +32,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
@@ -100,8 +100,10 @@ from actors.runtime.tool_executor import (
 from actors.store import Rewound as ConversationRewound
 from actors.store import Store, UserMessage, timestamp
 from actors.tools import startup_warnings, tool_schemas
-from actors.workspace import ObjectStore, RewindPlan, Rewound
 from actors.workspace.keeper import Request, WorkspaceClient, WorkspaceKeeper
+
+if TYPE_CHECKING:  # the workspace's engine is imported once it is opened (after the prompt)
+    from actors.workspace import ObjectStore, RewindPlan, Rewound
 
 SHUTDOWN_SECONDS = 15
 REPLAY_MESSAGES = 12  # the end of the context a resumed session shows before the prompt

@@ -28,27 +28,59 @@ Everything here blocks (file I/O, the database); the runtime calls it from worke
 
 from __future__ import annotations
 
-from actors.workspace._diff import Stat
-from actors.workspace._journal import JournalEntry
-from actors.workspace._marks import Mark, Marks
-from actors.workspace._objects import Collected, ObjectStore, Usage
-from actors.workspace._restore import LeftAlone, RestorePlan
-from actors.workspace._rewind import (
-    Ancestor,
-    RewindPlan,
-    Rewound,
-    RolledForward,
-    apply_rewind,
-    lineage,
-    marks_of,
-    message_marks,
-    plan_rewind,
-    plan_undo,
-    roll_forward,
-)
-from actors.workspace._snapshot import KeptOut, Limits, Snapshot
-from actors.workspace._tree import EMPTY_TREE, Change, Entry, short
-from actors.workspace._workspace import Recovered, Workspace, open_objects, workspace_home
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from actors.workspace._diff import Stat
+    from actors.workspace._journal import JournalEntry
+    from actors.workspace._marks import Mark, Marks
+    from actors.workspace._objects import Collected, ObjectStore, Usage
+    from actors.workspace._restore import LeftAlone, RestorePlan
+    from actors.workspace._rewind import (
+        Ancestor,
+        RewindPlan,
+        Rewound,
+        RolledForward,
+        apply_rewind,
+        lineage,
+        marks_of,
+        message_marks,
+        plan_rewind,
+        plan_undo,
+        roll_forward,
+    )
+    from actors.workspace._snapshot import KeptOut, Limits, Snapshot
+    from actors.workspace._tree import EMPTY_TREE, Change, Entry, short
+    from actors.workspace._workspace import Recovered, Workspace, open_objects, workspace_home
+
+# The names below are imported when first used (PEP 562): every start imports the keeper,
+# and with it this package, while the engine's modules are needed only once the workspace
+# is opened, after the first prompt (docs/decisions.md, "Nothing the first prompt does not
+# need runs before it").
+_WHERE = {
+    "Stat": "_diff", "JournalEntry": "_journal", "Mark": "_marks", "Marks": "_marks",
+    "Collected": "_objects", "ObjectStore": "_objects", "Usage": "_objects",
+    "LeftAlone": "_restore", "RestorePlan": "_restore",
+    **dict.fromkeys(("Ancestor", "RewindPlan", "Rewound", "RolledForward", "apply_rewind",
+                     "lineage", "marks_of", "message_marks", "plan_rewind", "plan_undo",
+                     "roll_forward"), "_rewind"),
+    "KeptOut": "_snapshot", "Limits": "_snapshot", "Snapshot": "_snapshot",
+    "EMPTY_TREE": "_tree", "Change": "_tree", "Entry": "_tree", "short": "_tree",
+    "Recovered": "_workspace", "Workspace": "_workspace", "open_objects": "_workspace",
+    "workspace_home": "_workspace",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "EMPTY_TREE",

@@ -23,13 +23,14 @@ in so short a gap is as likely as one during the walk itself, which no snapshot 
 either. Any other ``before`` (after the model thought, after an approval was asked, after a
 rewind) walks the tree.
 
-Opening the workspace (reading the stat cache), finishing a rewind that a crash cut short,
-and once a day the collection of what no session needs (:mod:`._housekeeping`) happen in the
-keeper's task after it has started, :data:`~actors.core.config.PROMPT_GRACE_SECONDS`
-later or at its first request if that comes sooner (which then waits for them), so the
-prompt never waits for them, nor shares the interpreter with them while it is drawn (the
-conversation half of an interrupted rewind of both is finished before, at the session's
-open, before its context is read: :func:`actors.runtime.rewind.finish_interrupted`).
+Opening the workspace (importing the snapshot engine, reading the stat cache), finishing a
+rewind that a crash cut short, and once a day the collection of what no session needs
+(:mod:`._housekeeping`) happen in the keeper's task after it has started,
+:data:`~actors.core.config.PROMPT_GRACE_SECONDS` later or at its first request if that comes
+sooner (which then waits for them), so the prompt never waits for them, nor shares the
+interpreter with them while it is drawn (the conversation half of an interrupted rewind of
+both is finished before, at the session's open, before its context is read:
+:func:`actors.runtime.rewind.finish_interrupted`).
 Snapshots are a safety net, never a reason to stop a turn: when one cannot be taken (a full
 disk, an unreadable project), the front end is told once and the turn goes on; requests are
 then answered ``None``.
@@ -61,24 +62,14 @@ from actors.core.config import PROMPT_GRACE_SECONDS
 from actors.core.errors import ActorCrashed, HarnessError, StorageError, UsageError
 from actors.core.events import EventSink, Notice
 from actors.core.mailbox import answer, ask
-from actors.workspace._calls import call_lines, call_summary, calls_changing_files
-from actors.workspace._housekeeping import DEFAULT_RETENTION_DAYS, collect, due
-from actors.workspace._objects import ObjectStore
-from actors.workspace._rewind import (
-    RewindPlan,
-    Rewound,
-    apply_rewind,
-    lineage,
-    plan_rewind,
-    plan_undo,
-    record_conversation,
-)
-from actors.workspace._snapshot import KeptOut, Limits, SnapshotStopped
-from actors.workspace._tree import Change
-from actors.workspace._workspace import Workspace, open_objects
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the engine is imported when the workspace is opened (the package's doc)
     from actors.store import Store
+    from actors.workspace._objects import ObjectStore
+    from actors.workspace._rewind import RewindPlan, Rewound
+    from actors.workspace._snapshot import KeptOut, Limits
+    from actors.workspace._tree import Change
+    from actors.workspace._workspace import Workspace
 
 SNAPSHOT_TOOLS = frozenset({"write_file", "edit_file", "run_bash"})
 CLEANUP_SECONDS = 10
@@ -254,10 +245,11 @@ class WorkspaceKeeper:
         events: EventSink,
         limits: Limits | None = None,
         enabled: bool = True,
-        retention_days: float = DEFAULT_RETENTION_DAYS,
+        retention_days: float | None = None,
         objects: ObjectStore | None = None,
     ) -> None:
-        """``objects``: the object store already opened for this session (at its open, to
+        """``retention_days``: how long snapshots are kept (None: the housekeeping's
+        default). ``objects``: the object store already opened for this session (at its open, to
         finish an interrupted rewind first: :func:`actors.runtime.rewind.finish_interrupted`);
         the keeper owns it from here and closes it."""
         self._project = project
@@ -329,6 +321,8 @@ class WorkspaceKeeper:
             await self._events.send(Notice(said, "warning"))
 
     async def _serve(self, request: SnapshotRequest) -> Taken | None:
+        from actors.workspace._snapshot import SnapshotStopped
+
         stop, finished = threading.Event(), threading.Event()
 
         def work() -> Taken:
@@ -393,6 +387,7 @@ class WorkspaceKeeper:
             return ["not kept (workspace snapshots are off for this run)" if summary
                     else "Workspace snapshots are off for this run."]
         objects = workspace.objects
+        from actors.workspace._calls import call_lines, call_summary, calls_changing_files
 
         def lines() -> list[str]:
             calls = calls_changing_files(objects, self._session_id)
@@ -413,6 +408,9 @@ class WorkspaceKeeper:
     # -- in worker threads (one at a time: the keeper waits for each) ---------------------
 
     def _open_blocking(self) -> str | None:
+        from actors.workspace._housekeeping import DEFAULT_RETENTION_DAYS, collect, due
+        from actors.workspace._workspace import Workspace, open_objects
+
         objects, self._objects = self._objects, None
         if objects is None:
             objects = open_objects(self._memory_dir, self._store)
@@ -428,7 +426,9 @@ class WorkspaceKeeper:
         state.last_root = latest.root if latest is not None else None
         recovered = workspace.recover(lambda entry: objects.marks.rewind_recorded(entry.id))
         if due(objects):  # once a day: deleted sessions' and expired snapshots go
-            collect(objects, self._store.exists, retention_days=self._retention_days)
+            days = self._retention_days
+            collect(objects, self._store.exists,
+                    retention_days=DEFAULT_RETENTION_DAYS if days is None else days)
         return str(recovered) if recovered is not None else None
 
     def _message_number(self) -> int:
@@ -469,6 +469,8 @@ class WorkspaceKeeper:
         workspace = self._state.workspace
         if workspace is None:
             return False
+        from actors.workspace._rewind import record_conversation
+
         try:
             await anyio.to_thread.run_sync(record_conversation, workspace, request.files,
                                            request.fork_id)
@@ -478,6 +480,8 @@ class WorkspaceKeeper:
 
     def _rewind_blocking(self, to: int, plan: RewindPlan | None,
                          with_conversation: bool = False) -> RewindPlan | Rewound:
+        from actors.workspace._rewind import apply_rewind, lineage, plan_rewind, plan_undo
+
         workspace = self._state.workspace
         assert workspace is not None
         if plan is None:
