@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from actors.core.compaction import PINNED_HEADER, SUMMARY_OPEN
+from actors.core.carried import PINNED_HEADER, SUMMARY_OPEN
 from actors.core.messages import text_of, tool_calls_of
 from actors.core.previews import one_line
 

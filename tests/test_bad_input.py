@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from actors.core.compaction import SUMMARY_CLOSE, summary_message
+from actors.core.carried import SUMMARY_CLOSE
+from actors.core.compaction import summary_message
 from actors.core.messages import pairing_problems
 from actors.runtime.tool_executor import wrap_result
 from actors.store import SessionStore

@@ -21,47 +21,54 @@ from tests.clitools import REPO
 
 pytestmark = pytest.mark.slow  # each test starts the harness
 
-# Runs the harness; writes the names in sys.modules to $DUMP when the start is over (the
-# REPL: once the first prompt is drawn, repl/startup.py) or, for a command, at its exit.
+# Runs the harness; writes the names in sys.modules to $DUMP as the REPL's first prompt is
+# about to be drawn (AT_PROMPT) or, for a command, at its exit.
 DRIVER = """
 import atexit, json, os, sys
 from repl import startup
+
+startup.pause()
 
 def dump():
     if not os.path.exists(os.environ["DUMP"]):
         with open(os.environ["DUMP"], "w") as f:
             json.dump(sorted(sys.modules), f)
 
-resume = startup.resume
-def resumed():
-    dump()
-    resume()
-
 if os.environ.get("AT_PROMPT"):
-    startup.resume = resumed
+    from repl.interactive import app
+
+    drawn = app.Repl._after_draw
+    def after_draw(self):
+        dump()
+        drawn(self)
+    app.Repl._after_draw = after_draw
 atexit.register(dump)
 from repl.__main__ import main
 sys.argv = ["harness", *sys.argv[1:]]
 sys.exit(main())
 """
 
-# Not before the first prompt: the model's SDK and HTTP client (imported in the background
-# after it), the markdown renderer (as the first turn starts), the workspace's snapshot
-# engine (at its open, after the prompt), the REPL's turn-time and command-time modules, and
-# what the start used to pull in for one call each.
+# Not before a new session's first prompt: the runtime (imported and opened once the prompt
+# is drawn) with the model client, the tools and the workspace keeper; the model's SDK and
+# HTTP client (imported in the background later), the markdown renderer (as the first turn
+# starts), the workspace's snapshot engine (at its open), the REPL's turn-time and
+# command-time modules, and what the start used to pull in for one call each.
 NOT_AT_THE_PROMPT = [
+    "actors.runtime.supervisor", "actors.runtime.tool_executor", "actors.model.client",
+    "actors.model._assembly", "actors.tools", "actors.workspace", "actors.workspace.keeper",
     "openai", "httpx", "rich",
     "actors.workspace._workspace", "actors.workspace._snapshot", "actors.workspace._objects",
-    "actors.workspace._rewind", "actors.workspace._housekeeping", "uuid", "difflib",
+    "actors.core.compaction", "uuid", "difflib", "secrets",
     "repl.interactive.approvals", "repl.interactive.diff", "repl.interactive.attachments",
     "repl.interactive.keys", "repl.interactive.pager",
-    "secrets",  # a tool call's id is os.urandom's
     "wcwidth.escape_sequences",  # wcwidth from 0.3 on (pyproject.toml)
 ]
 
-# Not for a session command: the REPL, the event loop, the runtime, the model client.
+# Not for a session command: the REPL, the event loop, the runtime, the model client, the
+# rules of compaction (a listing only recognises a summary's markers).
 NOT_FOR_A_COMMAND = ["prompt_toolkit", "asyncio", "anyio", "openai", "httpx", "rich",
-                     "actors.runtime", "actors.model", "actors.tools", "actors.workspace"]
+                     "actors.runtime", "actors.model", "actors.tools", "actors.workspace",
+                     "actors.core.compaction"]
 
 
 def _env(memory_dir: Path, dump: Path, **more: str) -> dict[str, str]:
@@ -94,7 +101,7 @@ def test_the_first_prompt_is_drawn_before_what_a_turn_needs_is_imported(
             child.close(force=True)
     assert child.exitstatus == 0
     loaded = _loaded(dump)
-    assert {"prompt_toolkit", "actors.runtime.supervisor", "actors.workspace.keeper"} <= loaded
+    assert {"prompt_toolkit", "repl.interactive.app", "actors.store"} <= loaded
     assert sorted(loaded.intersection(NOT_AT_THE_PROMPT)) == []
 
 
@@ -115,6 +122,6 @@ def test_a_session_command_loads_no_repl_runtime_or_model_client(
     assert ("usage: harness" if command == "--help" else sid) in done.stdout
     loaded = _loaded(dump)
     assert "repl.cli" in loaded
-    assert sorted(name for name in loaded
-                  if name.split(".")[0] in NOT_FOR_A_COMMAND
-                  or ".".join(name.split(".")[:2]) in NOT_FOR_A_COMMAND) == []
+    assert sorted(name for name in loaded if any(
+        name == package or name.startswith(package + ".") for package in NOT_FOR_A_COMMAND
+    )) == []

@@ -1,8 +1,10 @@
 """The REPL's start and exit in a pseudo-terminal: keys pressed before the first prompt reach
-it (Ctrl-D too: a resume of a big session exits at once), and the exit saves the session."""
+it (Ctrl-D too: a resume of a big session exits at once), the exit saves the session, and a
+new session's prompt comes before its supervisor opens."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +86,44 @@ def test_text_typed_before_the_prompt_is_its_text(
         screen.expect(PROMPT)
         assert screen.exit() == 0
         assert server.requests[0]["messages"][-1]["content"] == "fix the parser"
+
+
+def test_a_new_session_is_prompted_for_before_its_supervisor_opens(
+    started: Any, memory_dir: Path, project: Path
+) -> None:
+    """The greeting and the prompt come first; a message sent at once waits for the open,
+    and the session holds it."""
+    with ScriptedServer([Reply("Hello.")]) as server:
+        screen = started("--base-url", server.base_url)
+        sid = screen.session()
+        screen.ready()
+        screen.say("hi")  # the supervisor may still be opening
+        screen.expect("Hello.")
+        screen.expect(PROMPT)
+        assert screen.exit() == 0
+    assert server.requests[0]["messages"][-1]["content"] == "hi"
+    info = info_of(memory_dir, sid)
+    assert info.user_messages == 1 and info.project_root == str(project)
+
+
+def test_a_new_session_that_cannot_be_created_ends_the_run_with_one_line(
+    started: Any, memory_dir: Path
+) -> None:
+    """The store refuses the new session after the prompt is up (a trigger stands for a
+    failing disk): the prompt goes, the error is one line, the exit status 1."""
+    with SessionStore(memory_dir):
+        pass
+    db = sqlite3.connect(memory_dir / "sessions.sqlite3")
+    db.execute("CREATE TRIGGER refuse BEFORE INSERT ON sessions "
+               "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END")
+    db.commit()
+    db.close()
+    with ScriptedServer([]) as server:
+        screen = started("--base-url", server.base_url)
+        screen.ready()
+        screen.expect(r"harness: Session store error: refused by the test")
+        screen.expect(pexpect.EOF)
+        screen.child.close()
+        assert screen.child.exitstatus == 1
+        assert "Traceback" not in screen.log.getvalue()
+        assert not server.requests

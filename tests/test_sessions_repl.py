@@ -297,6 +297,7 @@ def test_rewind_with_a_number_and_nothing_to_rewind(
         screen.expect("Nothing to rewind to")
         screen.say("first")
         screen.expect("One.")
+        screen.expect(PROMPT)  # typed sooner, "second" would wait in the next prompt's text
         screen.say("second")
         screen.expect("Two.")
         screen.expect(PROMPT)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from actors.core.compaction import PINNED_HEADER, SUMMARY_HEADER, SUMMARY_OPEN
+from actors.core.carried import PINNED_HEADER, SUMMARY_HEADER, SUMMARY_OPEN
 from actors.core.messages import SHOWN, text_of
 
 PREVIEW_CHARS = 200  # what the store keeps; listings cut it shorter to fit the screen

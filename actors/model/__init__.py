@@ -8,16 +8,44 @@ answer), ``_assembly`` (chunks back into one message), ``_classify`` (every fail
 actor).
 """
 
-from actors.model._endpoint import base_url_problem
-from actors.model._protocol import (
-    CUT_ANSWER_NOTICE,
-    CUT_CALL_RESULT,
-    CUT_CALLS_REASON,
-    ModelOutcome,
-    ModelRequest,
-)
-from actors.model._retry import RetryPolicy
-from actors.model.client import ModelClient
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from actors.model._endpoint import base_url_problem
+    from actors.model._protocol import (
+        CUT_ANSWER_NOTICE,
+        CUT_CALL_RESULT,
+        CUT_CALLS_REASON,
+        ModelOutcome,
+        ModelRequest,
+    )
+    from actors.model._retry import RetryPolicy
+    from actors.model.client import ModelClient
+
+# The names are imported when first used (PEP 562): the command line checks the endpoint's
+# URL (``base_url_problem``) before the first prompt, and the client with its stream
+# assembly and failure classes is imported with the runtime, after it (docs/decisions.md).
+_WHERE = {
+    "base_url_problem": "_endpoint",
+    "CUT_ANSWER_NOTICE": "_protocol", "CUT_CALL_RESULT": "_protocol",
+    "CUT_CALLS_REASON": "_protocol", "ModelOutcome": "_protocol", "ModelRequest": "_protocol",
+    "RetryPolicy": "_retry",
+    "ModelClient": "client",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CUT_ANSWER_NOTICE",

@@ -198,14 +198,17 @@ class Supervisor:
         events: MemoryObjectSendStream[Event] | None = None,
         resume: str | None = None,
         continue_latest: bool = False,
+        new_id: str | None = None,
     ) -> AsyncIterator[Supervisor]:
-        """Take the lease, create or resume the session, run the actors; see the module doc."""
+        """Take the lease, create or resume the session, run the actors; see the module doc.
+        ``new_id``: the id of the session to create (the front end may have shown it
+        already); None: a fresh one."""
         project_root = str(settings.sandbox_dir)
         if continue_latest:
             resume = await anyio.to_thread.run_sync(latest_session_of, store, project_root)
         if resume:
             await anyio.to_thread.run_sync(store.info, resume)  # unknown id: no lock file
-        session_id = resume or new_session_id()
+        session_id = resume or new_id or new_session_id()
         async with hold_lease(store, session_id):
             self = cls(settings, store, session_id, events)
             if resume:

@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from actors.core.budget import CHARS_PER_TOKEN, estimate_messages
-from actors.core.compaction import SUMMARY_OPEN, summary_message
+from actors.core.carried import SUMMARY_OPEN
+from actors.core.compaction import summary_message
 from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE, tool_calls_of
 from actors.core.prompts import system_prompt
 from actors.runtime.compactor import SUMMARY_PROMPT

@@ -14,6 +14,11 @@
   session, or the reason for a no (:mod:`repl.interactive.approvals`).
 - SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 end the run cleanly; the supervisor's shutdown saves
   the session, and further signals are ignored until it has ended (repl/signals.py).
+- A new session's greeting and first prompt come before the runtime is imported: its id is
+  made here, and its supervisor is imported and opened once that prompt is drawn (or when a
+  first message is sent); a message or command sent sooner waits for it, and a failure to
+  open ends the run as it did before the prompt. A resumed session opens first: its
+  greeting shows where it was left.
 """
 
 from __future__ import annotations
@@ -36,8 +41,9 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.patch_stdout import patch_stdout
 
 from actors.core.config import Settings
+from actors.core.errors import HarnessError
 from actors.core.events import ApprovalRequest, Denied, Event, SessionOpened
-from actors.runtime.supervisor import Supervisor
+from actors.core.ids import new_session_id
 from actors.store import Store
 from repl import startup
 from repl.interactive.command_context import CommandContext, ExitRequested, SwitchSession
@@ -53,6 +59,7 @@ from repl.interactive.view import SessionView
 from repl.signals import RunSignals, run_signals
 
 if TYPE_CHECKING:
+    from actors.runtime.supervisor import Supervisor
     from repl.interactive.keys import TurnKeys
 
 # What only a turn, a question or a command uses (approvals, attachments, diffs, the keys of
@@ -79,20 +86,30 @@ def create_history_file(memory_dir: Path) -> Path:
 class Repl:
     def __init__(
         self,
-        sup: Supervisor,
+        sup: Supervisor | None,
         settings: Settings,
         store: Store,
         events: MemoryObjectSendStream[Event | _Barrier],
     ) -> None:
+        """``sup``: the running supervisor, or None for a new session's, which
+        :meth:`open_new` opens."""
         self.sup = sup
         self.settings = settings
         self.view = SessionView(budget=settings.max_context_tokens)
         self.caps = Capabilities.of(sys.stdout)
-        results = ResultLog()
-        self.renderer = Renderer(self._approve, self._refresh, caps=self.caps, results=results)
-        self._commands = CommandContext(sup, store, self.view, results,
-                                        lambda: self.renderer.last_reasoning,
-                                        project_root=str(settings.sandbox_dir))
+        self._results = ResultLog()
+        self.renderer = Renderer(self._approve, self._refresh, caps=self.caps,
+                                 results=self._results)
+        self._store = store
+        self._commands: CommandContext | None = None  # made at the first command
+        self._opened = anyio.Event()  # the supervisor runs
+        self._may_open = anyio.Event()  # a new session's: the first prompt is up, or a
+        # message was sent
+        self._done = anyio.Event()  # the session's loop is over
+        self.open_failed: HarnessError | None = None
+        self._greeted = ""  # the session greeted before its supervisor opened
+        if sup is not None:
+            self._opened.set()
         self._files = ProjectFiles(settings.sandbox_dir, settings.memory_dir, store)
         self._events = events
         self._exit_armed = False
@@ -180,7 +197,7 @@ class Repl:
             try:
                 return await self._yes_no.prompt_async(question, handle_sigint=False)
             except (KeyboardInterrupt, EOFError):
-                self.sup.abort()
+                self._running().abort()
                 return None
 
     async def _approve(self, request: ApprovalRequest) -> bool | Denied:
@@ -207,12 +224,51 @@ class Repl:
             return False
         answer = parse_answer(text, always_offered=offered is not None)
         if answer.always and offered is not None:
-            await self.sup.set_standing_approvals([*self.view.approvals, offered])
+            await self._running().set_standing_approvals([*self.view.approvals, offered])
             print(self.caps.style("dim", f"  '{sanitize(offered)}' is approved for the rest of "
                                          "this session (\\approvals lists them)"), flush=True)
         if answer.reason:
             return Denied(answer.reason)
         return answer.allowed
+
+    # -- the supervisor -------------------------------------------------------------------
+
+    def _running(self) -> Supervisor:
+        """The supervisor, during a turn or a command (it is open by then)."""
+        assert self.sup is not None
+        return self.sup
+
+    async def _supervisor(self) -> Supervisor:
+        """The supervisor, once it runs: a new session's is opened now if it was not yet."""
+        self._may_open.set()
+        await self._opened.wait()
+        return self._running()
+
+    async def open_new(self, session_id: str, loop: anyio.CancelScope) -> None:
+        """A new session's supervisor: imported and opened once the first prompt is drawn
+        (or a message is sent), and run until the session's loop is over. A failure to
+        open is kept in :attr:`open_failed` and ends the loop (``loop``)."""
+        await self._may_open.wait()
+        if self._done.is_set():  # left at once: nothing to open
+            return
+        from actors.runtime.supervisor import Supervisor
+
+        try:
+            async with Supervisor.open(self.settings, self._store, events=self._events,
+                                       new_id=session_id) as sup:
+                self.sup = sup
+                self._opened.set()
+                startup.resume()  # the start is over (repl/startup.py)
+                await self._done.wait()
+        except HarnessError as exc:
+            self.open_failed = exc
+            loop.cancel()
+
+    def leave(self) -> None:
+        """The session's loop is over: a supervisor opened by :meth:`open_new` shuts down
+        (one not opened yet never is)."""
+        self._done.set()
+        self._may_open.set()
 
     # -- loop -----------------------------------------------------------------------------
 
@@ -224,19 +280,27 @@ class Repl:
                     continue
                 self.view.apply(event)
                 if isinstance(event, SessionOpened):
-                    self._greet(event)
+                    if event.session_id != self._greeted:
+                        self._greet(event.session_id, event)
                 else:
                     await self.renderer.show(event)
 
-    def _greet(self, opened: SessionOpened) -> None:
-        print(f"Session:          {opened.session_id}")
+    def greet_new(self, session_id: str) -> None:
+        """A new session's greeting, before its supervisor opens (its toolbar too)."""
+        self._greeted = self.view.session_id = session_id
+        self._greet(session_id, None)
+
+    def _greet(self, session_id: str, opened: SessionOpened | None) -> None:
+        print(f"Session:          {session_id}")
         print(f"Model:            {self.settings.model} at {self.settings.base_url}")
         print(f"Memory directory: {self.settings.memory_dir}")
-        if opened.resumed:
+        if opened is None:
+            pass
+        elif opened.resumed:
             print(f"Resumed with {opened.context_messages} messages in context.")
             for line in replay_lines(opened):  # where you left off, dimmed
                 print(self.caps.style("dim", sanitize(line)))
-        if opened.saved_approvals:
+        if opened is not None and opened.saved_approvals:
             rules = ", ".join(sanitize(r) for r in opened.saved_approvals)
             print(f"Standing approvals of the last run are off ({rules}); "
                   "\\approvals keep turns them back on.")
@@ -252,7 +316,7 @@ class Repl:
         """SIGINT (Ctrl-C while a turn or a command runs; the prompt handles its own), or Esc
         during a turn: abort
         it. Never stops the REPL: that is Ctrl-D, ``\\exit`` or a stopping signal."""
-        if not self.sup.abort() and self._command is not None:
+        if (self.sup is None or not self.sup.abort()) and self._command is not None:
             self._command.cancel()
         return True
 
@@ -286,8 +350,10 @@ class Repl:
 
     def _after_draw(self) -> None:
         """Called as each prompt starts; once it is drawn (the loop's next step), the start
-        is over (repl/startup.py)."""
-        asyncio.get_running_loop().call_soon(startup.resume)
+        is over (repl/startup.py), or, for a new session, its supervisor is opened (the
+        start is over when it runs)."""
+        loop = asyncio.get_running_loop()
+        loop.call_soon(startup.resume if self.sup is not None else self._may_open.set)
 
     async def command(self, text: str) -> None:
         """Run a backslash command; Ctrl-C stops waiting for it (a compaction then goes on
@@ -298,7 +364,7 @@ class Repl:
         reply = None
         try:
             with anyio.CancelScope() as self._command:
-                reply = await run_command(self._commands, text)
+                reply = await run_command(await self._command_context(), text)
         except ExitRequested:
             self._leaving = True
             return
@@ -318,11 +384,20 @@ class Repl:
         else:
             print(sanitize(reply.text), flush=True)
 
+    async def _command_context(self) -> CommandContext:
+        if self._commands is None:
+            self._commands = CommandContext(await self._supervisor(), self._store, self.view,
+                                            self._results,
+                                            lambda: self.renderer.last_reasoning,
+                                            project_root=str(self.settings.sandbox_dir))
+        return self._commands
+
     async def turn(self, text: str) -> None:
         """One message: ``@path`` attached, the turn run with the status line and the keys
         read; what was typed meanwhile goes to the next prompt."""
         from repl.interactive.keys import TurnKeys
 
+        sup = await self._supervisor()
         sent, shown = text, None
         if "@" in text:
             from repl.interactive.attachments import attach
@@ -345,7 +420,7 @@ class Repl:
             self.renderer.begin_turn()
             tg.start_soon(self.renderer.tick)
             try:
-                result = await self.sup.run_turn(sent, shown=shown)
+                result = await sup.run_turn(sent, shown=shown)
                 await self.drain()
             finally:
                 self.renderer.end_turn()
@@ -370,6 +445,10 @@ async def _run_session(
 ) -> tuple[str | None, str | None]:
     """One session in the REPL: (its id, the session ``\\resume`` chose to go on with)."""
     send, receive = anyio.create_memory_object_stream[Event | _Barrier](1000)
+    if resume is None and not continue_latest:
+        return await _run_new_session(settings, store, signals, send, receive, first)
+    from actors.runtime.supervisor import Supervisor
+
     async with Supervisor.open(
         settings, store, events=send, resume=resume, continue_latest=continue_latest
     ) as sup:
@@ -381,6 +460,36 @@ async def _run_session(
             session_id = repl.view.session_id
             await repl.loop(first)
             tg.cancel_scope.cancel()
+    return session_id, repl.switch_to
+
+
+async def _run_new_session(
+    settings: Settings,
+    store: Store,
+    signals: RunSignals,
+    send: MemoryObjectSendStream[Event | _Barrier],
+    receive: MemoryObjectReceiveStream[Event | _Barrier],
+    first: str | None,
+) -> tuple[str | None, str | None]:
+    """A new session: greeted and prompted for at once, its supervisor opened meanwhile
+    (:meth:`Repl.open_new`); a failure to open ends the run with its error."""
+    repl = Repl(None, settings, store, send)
+    signals.on_interrupt = repl.interrupt
+    session_id = new_session_id()
+    repl.greet_new(session_id)
+    loop = anyio.CancelScope()
+    async with anyio.create_task_group() as session:
+        session.start_soon(repl.open_new, session_id, loop)
+        try:
+            with loop:
+                async with anyio.create_task_group() as shown:
+                    shown.start_soon(repl.show_events, receive)
+                    await repl.loop(first)
+                    shown.cancel_scope.cancel()  # before the shutdown, as for a resume
+        finally:
+            repl.leave()
+    if repl.open_failed is not None:
+        raise repl.open_failed
     return session_id, repl.switch_to
 
 

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from actors.runtime.supervisor import Supervisor
 from actors.store import Store
 from repl.interactive.results import ResultLog
 from repl.interactive.view import SessionView
+
+if TYPE_CHECKING:  # a new session's first prompt is drawn before the runtime is imported
+    from actors.runtime.supervisor import Supervisor
 
 
 class ExitRequested(Exception):

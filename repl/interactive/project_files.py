@@ -10,10 +10,13 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from actors.core.errors import ToolFailed
 from actors.store import Store
-from actors.tools import Sandbox, project_sandbox
+
+if TYPE_CHECKING:  # the tools are imported at the first read, not before the first prompt
+    from actors.tools import Sandbox
 
 MAX_LISTED = 200  # entries listed for a directory
 
@@ -32,6 +35,8 @@ class ProjectFiles:
         self._sandbox, self._memory_dir, self._store = sandbox, memory_dir, store
 
     def _confined(self) -> Sandbox:
+        from actors.tools import project_sandbox
+
         return project_sandbox(self._sandbox, self._memory_dir, self._store)
 
     def read(self, path: str, limit: int) -> FileRead:
