@@ -15,6 +15,11 @@ Run from the repository root::
   ``python -c "print('You:')"`` in the same pseudo-terminal.
 * **REPL to the first prompt, first start**: the same in a new memory directory each run
   (the store and its schema are created first).
+* **REPL to its first answer**: the same start (the memory directory of the runs before),
+  a message sent the moment the prompt shows, until the scripted server's answer is on the
+  screen and the prompt is back: what a start costs when something is asked at once (the
+  session's open, the SDK's import and client, the request), whatever of it the prompt no
+  longer waits for.
 * **--list-sessions at 2,000 sessions**: the whole process, ``python -m repl --list-sessions``
   over a store of 2,000 saved sessions (four messages each), until it exits.
 * **--resume of a 20,000-message session** (``--resume-messages``): the REPL resuming a session
@@ -55,6 +60,7 @@ sys.path.insert(0, str(REPO))
 from actors.testing.scripted_server import Reply, ScriptedServer  # noqa: E402
 
 PROMPT = "You:"
+ANSWER = "Pong from the scripted server."  # what every REPL run's message is answered
 BIG_BUDGET = 10_000_000  # tokens: the 20,000-message session fits, its first turn is no compaction
 SESSIONS = 2_000
 BENCHMARKS = Path(__file__).resolve().parent
@@ -99,6 +105,35 @@ def to_prompt(argv: list[str], env: dict[str, str], cwd: Path,
         waited = "the process to end after Ctrl-D"
         child.sendcontrol("d")
         child.expect(pexpect.EOF, timeout=60)  # a resumed session saves on the way out
+    except (pexpect.TIMEOUT, pexpect.EOF) as exc:
+        what = "timed out" if isinstance(exc, pexpect.TIMEOUT) else "the process ended"
+        raise Failed(f"{what} waiting for {waited}; the screen showed: "
+                     f"...{_screen_tail(child)!r}") from None
+    finally:
+        child.close(force=True)
+    if child.exitstatus:
+        raise Failed(f"exit status {child.exitstatus}: ...{_screen_tail(child)!r}")
+    return seconds
+
+
+def to_answer(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Seconds from spawning ``argv`` in a pseudo-terminal until the answer to a message sent
+    at the first prompt is on the screen and the prompt is back; then Ctrl-D."""
+    start = time.perf_counter()
+    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(cwd), encoding="utf-8",
+                          timeout=20, dimensions=(40, 160))
+    try:
+        waited = "the prompt"
+        child.expect_exact(GREETING_END)
+        child.expect_exact(PROMPT)
+        child.send("ping\r")
+        waited = "the answer"
+        child.expect_exact(ANSWER)
+        child.expect_exact(PROMPT)
+        seconds = time.perf_counter() - start
+        waited = "the process to end after Ctrl-D"
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF, timeout=60)
     except (pexpect.TIMEOUT, pexpect.EOF) as exc:
         what = "timed out" if isinstance(exc, pexpect.TIMEOUT) else "the process ended"
         raise Failed(f"{what} waiting for {waited}; the screen showed: "
@@ -253,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     trees = [REPO, *(t.resolve() for t in args.tree)]
     samples: dict[str, dict[str, list[float]]] = {
         str(t): {key: [] for key in (
-            "prompt", "first", "list", "resume", "rss", "p", "p_rss", "in_resume", "in_turn",
-            "p_big", "p_rss_big", "in_resume_big", "in_turn_big")} for t in trees}
+            "prompt", "first", "answer", "list", "resume", "rss", "p", "p_rss", "in_resume",
+            "in_turn", "p_big", "p_rss_big", "in_resume_big", "in_turn_big")} for t in trees}
     counted: dict[str, dict[str, int]] = {}
     floor: list[float] = []
     failures: list[str] = []
@@ -271,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  FAILED: {failures[-1]}", file=sys.stderr)
             return None
     with tempfile.TemporaryDirectory(prefix="start-bench-") as tmp, \
-            ScriptedServer([Reply("hi")] * 1000) as server:
+            ScriptedServer([Reply(ANSWER)] * 10_000) as server:
         work = Path(tmp)
         listed = {}
         for n, tree in enumerate(trees):
@@ -308,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
                 fresh.mkdir(parents=True)
                 first = take(run, label, "REPL to the first prompt, first start", partial(
                     to_prompt, repl, _env(tree, fresh), work))
+                answer = take(run, label, "REPL to its first answer", partial(
+                    to_answer, repl, _env(tree, kept), work))
                 listing = take(run, label, "--list-sessions", partial(
                     whole_process, [python, "-m", "repl", "--list-sessions"],
                     _env(tree, listed[tree]), work))
@@ -316,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
                         samples[str(tree)]["prompt"].append(prompt)
                     if first is not None:
                         samples[str(tree)]["first"].append(first)
+                    if answer is not None:
+                        samples[str(tree)]["answer"].append(answer)
                     if listing is not None:
                         samples[str(tree)]["list"].append(listing)
                 if tree in big and run in (-1, 0, 1, 2):  # a few: each rewrites the session
@@ -371,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
           + f" | {alone} |")
     print("| REPL to the first prompt, first start (new memory directory) | "
           + " | ".join(cell(t, "first", "ms") for t in trees) + " | |")
+    print("| REPL to its first answer (a message sent at the prompt) | "
+          + " | ".join(cell(t, "answer", "ms") for t in trees) + " | |")
     print(f"| --list-sessions, {SESSIONS:,} sessions (whole process) | "
           + " | ".join(cell(t, "list", "ms") for t in trees) + " | |")
     if args.resume_messages:
