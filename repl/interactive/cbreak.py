@@ -8,12 +8,19 @@ mode the keys wait, unechoed and as typed, for the next reader (the prompt, or t
 turn). ``ISIG`` stays on, so Ctrl-C is still SIGINT. Used for the whole of the interactive
 REPL (:func:`held`) and by :class:`~repl.interactive.keys.TurnKeys` during a turn.
 
+The end-of-file character is switched off too (``VEOF``, restored with the rest): prompt_toolkit
+prints a line above its prompt (a notice, such as a new session's, which arrives after the
+prompt is drawn) with the terminal in cooked mode for the moment of the print, and a Ctrl-D
+typed in that moment was end-of-file to the line discipline, lost; now it is a key like any
+other, read by the prompt once the print is done.
+
 Imports nothing but the standard library: it is entered before the REPL's own imports.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import termios
 from collections.abc import Iterator
 from typing import Any
@@ -29,12 +36,23 @@ def enter(fd: int) -> list[Any] | None:
     mode[3] &= ~(termios.ECHO | termios.ICANON)  # lflag; ISIG stays: Ctrl-C is SIGINT
     cc = list(mode[6])
     cc[termios.VMIN], cc[termios.VTIME] = 1, 0
+    if termios.VEOF not in (termios.VMIN, termios.VTIME):  # its own slot (Linux, the BSDs)
+        cc[termios.VEOF] = bytes([_disabled(fd)])  # Ctrl-D: a key, even in cooked mode
     mode[6] = cc
     try:
         termios.tcsetattr(fd, termios.TCSANOW, mode)  # TCSANOW: nothing typed is flushed
     except termios.error:
         return None
     return saved
+
+
+def _disabled(fd: int) -> int:
+    """The value that switches a control character off (``_POSIX_VDISABLE``: 0 on Linux)."""
+    try:
+        value = os.fpathconf(fd, "PC_VDISABLE")
+    except (OSError, ValueError):
+        return 0
+    return value if 0 <= value <= 255 else 0
 
 
 def restore(fd: int, saved: list[Any] | None) -> None:
