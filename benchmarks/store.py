@@ -9,8 +9,8 @@ Run from the repository root::
     python benchmarks/store.py --json --out results/
     python benchmarks/store.py --postgres postgresql://user@host/db   # adds PostgreSQL columns
 
-With ``--postgres URL`` (or ``$AGENT_HARNESS_BENCH_PG``) every agent-harness figure is also
-measured on the PostgreSQL store, in throwaway schemas of that database (dropped at the end);
+With ``--postgres URL`` (or ``$AGENT_HARNESS_BENCH_PG``) every agent-harness figure (of every
+``--tree`` too) is also measured on the PostgreSQL store, in throwaway schemas of that database (dropped at the end);
 without it the benchmark runs on SQLite alone, as before.
 
 Both stores run on scratch directories (under ``--workdir``, default the system temp dir)
@@ -773,9 +773,9 @@ def bench_peers(cfg: Config, work: Path, trees: list[tuple[str, Path]],
         _log("the Agents SDK is not installed (pip install -e '.[bench]'): column left out")
     _log(f"setup: sessions of {', '.join(f'{n:,}' for n in cfg.sizes)} messages, per store")
     children = [HarnessChild(tree, label, work, cfg.sizes) for label, tree in trees]
-    if postgres:
-        children.append(HarnessChild(trees[0][1], f"{trees[0][0]}, PostgreSQL", work,
-                                     cfg.sizes, postgres))
+    if postgres:  # every tree on PostgreSQL too, so that a change is seen on both backends
+        children += [HarnessChild(tree, f"{label}, PostgreSQL", work, cfg.sizes, postgres)
+                     for label, tree in trees]
     for n in cfg.sizes:
         messages = gen.conversation(n)
         for peer in peers:
