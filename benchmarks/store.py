@@ -10,8 +10,8 @@ Run from the repository root::
     python benchmarks/store.py --postgres postgresql://user@host/db   # adds PostgreSQL columns
 
 With ``--postgres URL`` (or ``$AGENT_HARNESS_BENCH_PG``) every agent-harness figure (of every
-``--tree`` too) is also measured on the PostgreSQL store, in throwaway schemas of that database (dropped at the end);
-without it the benchmark runs on SQLite alone, as before.
+``--tree`` too) is also measured on the PostgreSQL store, in throwaway schemas of that
+database (dropped at the end); without it the benchmark runs on SQLite alone, as before.
 
 Both stores run on scratch directories (under ``--workdir``, default the system temp dir)
 that are removed at the end. Timings are wall clock (``time.perf_counter``) with real
