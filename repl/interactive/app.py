@@ -294,9 +294,7 @@ class Repl:
         print(f"Session:          {session_id}")
         print(f"Model:            {self.settings.model} at {self.settings.base_url}")
         print(f"Memory directory: {self.settings.memory_dir}")
-        if opened is None:
-            pass
-        elif opened.resumed:
+        if opened is not None and opened.resumed:
             print(f"Resumed with {opened.context_messages} messages in context.")
             for line in replay_lines(opened):  # where you left off, dimmed
                 print(self.caps.style("dim", sanitize(line)))
