@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from actors.core.events import (
 from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE
 from actors.runtime.supervisor import Supervisor
 from actors.store import SessionStore
+from actors.store.sqlite import DB_NAME
 from actors.testing.scripted_server import (
     Drop,
     Fail,
@@ -82,6 +85,17 @@ async def test_multi_step_tool_conversation(tmp_path: Path) -> None:
     assert record["project_root"] == str(settings.sandbox_dir)
 
 
+def wait_for_group(memory_dir: Path, timeout: float = 15) -> None:
+    """Block until a started call's process group is durably recorded (read apart)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.closing(sqlite3.connect(memory_dir / DB_NAME)) as conn:
+            if conn.execute("SELECT 1 FROM tool_calls WHERE pgid IS NOT NULL").fetchone():
+                return
+        time.sleep(0.01)
+    raise AssertionError("no process group was recorded")
+
+
 async def test_abort_during_a_tool_batch_recovers_without_replay(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     command = f"echo started; echo $$ > {pid_file}; sleep 30; echo finished"
@@ -105,7 +119,10 @@ async def test_abort_during_a_tool_batch_recovers_without_replay(tmp_path: Path)
             async def abort_once_running() -> None:
                 await bash_started.wait()
                 await anyio.to_thread.run_sync(wait_for, pid_file)  # "started" was printed
-                await anyio.wait_all_tasks_blocked()  # and read: the tool waits for more
+                # The tool reads its output once the group is recorded (a worker thread's
+                # write, during which every task is blocked too); then it waits for more.
+                await anyio.to_thread.run_sync(wait_for_group, settings.memory_dir)
+                await anyio.wait_all_tasks_blocked()
                 sup.abort()
 
             tg.start_soon(abort_once_running)
