@@ -10,7 +10,9 @@ actor).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from actors.core.lazy import names_from
 
 if TYPE_CHECKING:
     from actors.model._endpoint import base_url_problem
@@ -36,15 +38,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = names_from(__name__, globals(), _WHERE)
 
 
 __all__ = [

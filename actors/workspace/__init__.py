@@ -28,7 +28,9 @@ Everything here blocks (file I/O, the database); the runtime calls it from worke
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from actors.core.lazy import names_from
 
 if TYPE_CHECKING:
     from actors.workspace._diff import Stat
@@ -71,15 +73,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = names_from(__name__, globals(), _WHERE)
 
 
 __all__ = [
