@@ -88,61 +88,65 @@ def _screen_tail(child: pexpect.spawn) -> str:
     return " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown).split())[-160:]
 
 
-def to_prompt(argv: list[str], env: dict[str, str], cwd: Path,
-              greeting: str | None = GREETING_END) -> float:
-    """Seconds from spawning ``argv`` in a pseudo-terminal until the prompt shows (after the
-    ``greeting``'s last line); then Ctrl-D, and the process must end. :class:`Failed` if
-    either does not happen within its timeout."""
+def _timed_in_pty(argv: list[str], env: dict[str, str], cwd: Path,
+                  drive: Callable[[pexpect.spawn, Callable[[str], None]], None]) -> float:
+    """Seconds from spawning ``argv`` in a pseudo-terminal until ``drive(child, waiting)``
+    returns (it calls ``waiting(what)`` before each wait, for the failure's message); then
+    Ctrl-D, and the process must end. :class:`Failed` if either does not happen within its
+    timeout."""
     start = time.perf_counter()
     child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(cwd), encoding="utf-8",
                           timeout=20, dimensions=(40, 160))
+    waited = ["the prompt"]
+
+    def waiting(what: str) -> None:
+        waited[0] = what
+
     try:
-        waited = "the prompt"
-        if greeting is not None:
-            child.expect_exact(greeting)
-        child.expect_exact(PROMPT)
+        drive(child, waiting)
         seconds = time.perf_counter() - start
-        waited = "the process to end after Ctrl-D"
+        waiting("the process to end after Ctrl-D")
         child.sendcontrol("d")
         child.expect(pexpect.EOF, timeout=60)  # a resumed session saves on the way out
     except (pexpect.TIMEOUT, pexpect.EOF) as exc:
         what = "timed out" if isinstance(exc, pexpect.TIMEOUT) else "the process ended"
-        raise Failed(f"{what} waiting for {waited}; the screen showed: "
+        raise Failed(f"{what} waiting for {waited[0]}; the screen showed: "
                      f"...{_screen_tail(child)!r}") from None
     finally:
         child.close(force=True)
     if child.exitstatus:
         raise Failed(f"exit status {child.exitstatus}: ...{_screen_tail(child)!r}")
     return seconds
+
+
+def to_prompt(argv: list[str], env: dict[str, str], cwd: Path,
+              greeting: str | None = GREETING_END) -> float:
+    """Seconds from spawning ``argv`` in a pseudo-terminal until the prompt shows (after the
+    ``greeting``'s last line); then Ctrl-D (:func:`_timed_in_pty`)."""
+
+    def drive(child: pexpect.spawn, waiting: Callable[[str], None]) -> None:
+        waiting("the prompt")
+        if greeting is not None:
+            child.expect_exact(greeting)
+        child.expect_exact(PROMPT)
+
+    return _timed_in_pty(argv, env, cwd, drive)
 
 
 def to_answer(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     """Seconds from spawning ``argv`` in a pseudo-terminal until the answer to a message sent
     at the first prompt is on the screen and the prompt is back; then Ctrl-D."""
-    start = time.perf_counter()
-    child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(cwd), encoding="utf-8",
-                          timeout=20, dimensions=(40, 160))
-    try:
-        waited = "the prompt"
+
+    def drive(child: pexpect.spawn, waiting: Callable[[str], None]) -> None:
+        waiting("the prompt")
         child.expect_exact(GREETING_END)
         child.expect_exact(PROMPT)
         child.send("ping\r")
-        waited = "the answer"
+        waiting("the answer")
         child.expect_exact(ANSWER)
         child.expect_exact(PROMPT)
-        seconds = time.perf_counter() - start
-        waited = "the process to end after Ctrl-D"
-        child.sendcontrol("d")
-        child.expect(pexpect.EOF, timeout=60)
-    except (pexpect.TIMEOUT, pexpect.EOF) as exc:
-        what = "timed out" if isinstance(exc, pexpect.TIMEOUT) else "the process ended"
-        raise Failed(f"{what} waiting for {waited}; the screen showed: "
-                     f"...{_screen_tail(child)!r}") from None
-    finally:
-        child.close(force=True)
-    if child.exitstatus:
-        raise Failed(f"exit status {child.exitstatus}: ...{_screen_tail(child)!r}")
-    return seconds
+
+    return _timed_in_pty(argv, env, cwd, drive)
 
 
 def whole_process(argv: list[str], env: dict[str, str], cwd: Path) -> float:
