@@ -84,32 +84,28 @@ class AppendRow(NamedTuple):
 _APPEND_COLUMNS = ", ".join(AppendRow._fields)
 
 
-def append_row(conn: Conn, session_id: str) -> AppendRow:
-    """The :class:`AppendRow` of the session; :class:`SessionNotFound` when there is none."""
-    row = conn.execute(
-        f"SELECT {_APPEND_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
-    ).fetchone()
+def _session_columns(conn: Conn, columns: str, session_id: str) -> Sequence[Any]:
+    """``columns`` of the session's row; :class:`SessionNotFound` when there is none."""
+    row: Sequence[Any] | None = conn.execute(
+        f"SELECT {columns} FROM sessions WHERE id = ?", (session_id,)).fetchone()
     if row is None:
         raise SessionNotFound(session_id)
-    return AppendRow._make(row)
+    return row
+
+
+def append_row(conn: Conn, session_id: str) -> AppendRow:
+    """The :class:`AppendRow` of the session; :class:`SessionNotFound` when there is none."""
+    return AppendRow._make(_session_columns(conn, _APPEND_COLUMNS, session_id))
 
 
 def rid_of(conn: Conn, session_id: str) -> int:
     """The session's row id; :class:`SessionNotFound` when there is none."""
-    row = conn.execute("SELECT rid FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    if row is None:
-        raise SessionNotFound(session_id)
-    return int(row[0])
+    return int(_session_columns(conn, "rid", session_id)[0])
 
 
 def session_row(conn: Conn, session_id: str) -> SessionRow:
     """The session's row; :class:`SessionNotFound` when there is none."""
-    row = conn.execute(
-        f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
-    ).fetchone()
-    if row is None:
-        raise SessionNotFound(session_id)
-    return SessionRow(*row)
+    return SessionRow(*_session_columns(conn, _SESSION_COLUMNS, session_id))
 
 
 def exists(conn: Conn, session_id: str) -> bool:
