@@ -61,6 +61,17 @@ def test_a_request_showing_unsaved_messages_is_caught() -> None:
     assert missing_from_transcript(swapped, transcript, []) is not None
 
 
+def test_only_the_last_request_of_a_killed_run_may_end_with_unsaved_messages() -> None:
+    # A request goes out while the checkpoint of what it adds commits: killed then, its
+    # tail is missing, all of it. A gap before a saved message is still a loss.
+    transcript = [SYSTEM, USER]
+    request = {"messages": [SYSTEM, USER, CALL, RESULT]}
+    assert missing_from_transcript(request, transcript, [], unsaved_tail=True) is None
+    assert missing_from_transcript(request, transcript, []) is not None
+    gap = {"messages": [SYSTEM, CALL, USER]}
+    assert missing_from_transcript(gap, transcript, [], unsaved_tail=True) is not None
+
+
 def test_summary_blocks_must_come_from_a_saved_compaction() -> None:
     request = {"messages": [SYSTEM, summary_message("older turns"), USER]}
     assert missing_from_transcript(request, [SYSTEM, USER], ["older turns"]) is None

@@ -1,9 +1,10 @@
 """A turn's durable writes, counted: a batch of reads is saved with the answer that planned it
 in one commit and needs no write-ahead record; a batch with effects keeps the answer's own
-commit and the "started" record before the call runs. Every request still carries only what
-the store holds (checked as each request arrives), an interruption during a batch of reads
-saves the answer with its "interrupted" result, and a kill -9 during one leaves the session
-as a kill during the model's answer does (both backends)."""
+commit and the "started" record before the call runs. A request goes out while the
+checkpoint of what it carries commits, and nothing of its answer is shown before that
+checkpoint is durable (checked at every answer text and tool call shown); an interruption
+during a batch of reads saves the answer with its "interrupted" result, and a kill -9 during
+one leaves the session as a kill during the model's answer does (both backends)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ import anyio
 import pytest
 
 from actors.core.config import Mode
-from actors.core.events import ToolCallStarted
+from actors.core.events import TextDelta, ToolCallStarted
 from actors.core.messages import INTERRUPTED_NOTICE, pairing_problems
 from actors.runtime.supervisor import Supervisor
 from actors.store import SessionStore
@@ -35,66 +37,115 @@ REPO = Path(__file__).resolve().parent.parent
 WRITES = ("append", "checkpoint", "mark_started", "mark_process_group", "replace_context")
 
 
+class Arrivals:
+    """A responder playing ``script`` that counts the requests as they arrive."""
+
+    def __init__(self, script: list[Step]) -> None:
+        self.script = list(script)
+        self.count = 0
+        self._arrived = threading.Condition()
+
+    def __call__(self, body: dict[str, Any]) -> Step:
+        with self._arrived:
+            self.count += 1
+            self._arrived.notify_all()
+            return self.script.pop(0)
+
+    def wait_for(self, n: int, timeout: float = 10) -> bool:
+        """Block until ``n`` requests have arrived (False if they did not in time)."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: self.count >= n, timeout)
+
+
 class CountingStore(SessionStore):
     """The SQLite store, naming each write of messages or write-ahead records (each one
-    transaction, one commit) in ``writes``."""
+    transaction, one commit) in ``writes``.
 
-    def __init__(self, memory_dir: Path) -> None:
+    ``hold`` (append number -> request number, both from 1): that append waits in the
+    writer's thread, before it commits, until the server has received that request, then
+    holds its commit ``HOLD_SECONDS`` more (``holding`` is True meanwhile); ``problems``
+    says when the request did not come while the append waited."""
+
+    HOLD_SECONDS = 0.3
+
+    def __init__(self, memory_dir: Path, arrivals: Arrivals | None = None,
+                 hold: dict[int, int] | None = None) -> None:
         super().__init__(memory_dir)
         self.writes: list[str] = []
+        self.arrivals, self.hold = arrivals, hold or {}
+        self.holding = False
+        self.problems: list[str] = []
         for name in WRITES:
             method = getattr(self, name)
 
             def counted(*args: Any, _name: str = name, _method: Any = method,
                         **kwargs: Any) -> Any:
                 self.writes.append(_name)
+                if _name == "append":
+                    self._wait(self.writes.count("append"))
                 return _method(*args, **kwargs)
 
             setattr(self, name, counted)
 
+    def _wait(self, number: int) -> None:
+        request = self.hold.get(number)
+        if request is None or self.arrivals is None:
+            return
+        if not self.arrivals.wait_for(request):
+            self.problems.append(f"request {request} was not sent while append {number}, "
+                                 "which saves what it carries, waited to commit")
+        self.holding = True
+        time.sleep(self.HOLD_SECONDS)  # an answer shown too soon would be seen meanwhile
+        self.holding = False
 
-class SavedFirst:
-    """A responder that checks, as each request arrives, that the store holds every message
-    the request carries (from its own connection), then plays the script."""
 
-    def __init__(self, memory_dir: Path, script: list[Step]) -> None:
-        self.memory_dir, self.script = memory_dir, list(script)
+class ShownAfterSaved:
+    """Checks, at every answer's text and every tool call the front end is shown, that the
+    store (read from its own connection) holds every message of the request answered, and
+    that no checkpoint of it is still being held (:class:`CountingStore`)."""
+
+    def __init__(self, memory_dir: Path, store: CountingStore) -> None:
+        self.memory_dir, self.store = memory_dir, store
+        self.server: ScriptedServer | None = None
         self.session_id = ""
         self.problems: list[str] = []
         self.checked = 0
-        self._lock = threading.Lock()
 
-    def __call__(self, body: dict[str, Any]) -> Step:
-        with self._lock:
-            with SessionStore(self.memory_dir) as store:
-                transcript = store.load_session(self.session_id)["transcript"]
-            why = missing_from_transcript(body, transcript, [])
-            if why is not None:
-                self.problems.append(why)
-            self.checked += 1
-            return self.script.pop(0)
+    def __call__(self, event: Any, sup: Supervisor) -> None:
+        if not isinstance(event, TextDelta | ToolCallStarted) or self.server is None:
+            return
+        if self.store.holding:
+            self.problems.append(f"{type(event).__name__} shown while the checkpoint of "
+                                 "its request was not committed")
+        with SessionStore(self.memory_dir) as store:
+            transcript = store.load_session(self.session_id)["transcript"]
+        why = missing_from_transcript(self.server.last_request, transcript, [])
+        if why is not None:
+            self.problems.append(why)
+        self.checked += 1
 
 
 async def run_counted(tmp_path: Path, script: list[Step], text: str,
-                      **overrides: Any) -> tuple[list[str], SavedFirst, list[dict[str, Any]]]:
-    """One turn of ``script``: the writes it made, the responder's checks, the saved
+                      hold: dict[int, int] | None = None, **overrides: Any
+                      ) -> tuple[list[str], ShownAfterSaved, list[dict[str, Any]]]:
+    """One turn of ``script``: the writes it made, the checks of what was shown, the saved
     transcript."""
-    settings_base = settings_for(tmp_path, "http://unused", workspace_snapshots=False,
-                                 auto_title=False, **overrides)
-    responder = SavedFirst(settings_base.memory_dir, script)
-    with ScriptedServer(responder) as server:
+    arrivals = Arrivals(script)
+    with ScriptedServer(arrivals) as server:
         settings = settings_for(tmp_path, server.base_url, workspace_snapshots=False,
                                 auto_title=False, **overrides)
-        store = CountingStore(settings.memory_dir)
-        async with running(settings, store) as (sup, _):
-            responder.session_id = sup.session_id
+        store = CountingStore(settings.memory_dir, arrivals, hold)
+        shown = ShownAfterSaved(settings.memory_dir, store)
+        async with running(settings, store, Recorder(on_event=shown)) as (sup, _):
+            shown.server, shown.session_id = server, sup.session_id
             store.writes.clear()
             result = await sup.run_turn(text)
             writes = list(store.writes)
         server.assert_done()
     assert result.ok, result.text
+    assert store.problems == []
     transcript = SessionStore(settings.memory_dir).load_session(sup.session_id)["transcript"]
-    return writes, responder, transcript
+    return writes, shown, transcript
 
 
 async def test_a_batch_of_reads_is_saved_with_its_answer_in_one_commit(tmp_path: Path) -> None:
@@ -105,10 +156,10 @@ async def test_a_batch_of_reads_is_saved_with_its_answer_in_one_commit(tmp_path:
                           ToolCall("glob_files", {"pattern": "*.txt"})]),
         Reply("The notes say hello."),
     ]
-    writes, responder, transcript = await run_counted(tmp_path, script, "Read the notes")
+    writes, shown, transcript = await run_counted(tmp_path, script, "Read the notes")
     # the user's message, the answer with both results, the final answer; no "started"
     assert writes == ["append", "append", "append"]
-    assert responder.checked == 2 and responder.problems == []
+    assert shown.checked >= 3 and shown.problems == []  # two calls, the answer's text
     assert [m["role"] for m in transcript] == ["system", "user", "assistant", "tool", "tool",
                                                 "assistant"]
     assert "1\thello" in transcript[3]["content"]
@@ -120,9 +171,9 @@ async def test_a_batch_with_effects_is_recorded_before_it_runs(tmp_path: Path) -
         Reply(tool_calls=[ToolCall("write_file", {"path": "out.txt", "content": "x"})]),
         Reply("Written."),
     ]
-    writes, responder, transcript = await run_counted(tmp_path, script, "Write it")
+    writes, shown, transcript = await run_counted(tmp_path, script, "Write it")
     assert writes == ["append", "append", "mark_started", "append", "append"]
-    assert responder.problems == []
+    assert shown.problems == []
     assert (tmp_path / "project" / "out.txt").read_text() == "x"
     assert pairing_problems(transcript) == []
 
@@ -135,9 +186,31 @@ async def test_a_read_that_may_ask_is_recorded_too(tmp_path: Path) -> None:
         Reply("Nothing there."),
     ]
     assert TOOLS["list_sessions"].always_ask is not None
-    writes, responder, _ = await run_counted(tmp_path, script, "Look", mode=Mode.ACCEPT_EDITS)
+    writes, shown, _ = await run_counted(tmp_path, script, "Look", mode=Mode.ACCEPT_EDITS)
     assert writes[:3] == ["append", "append", "mark_started"]
-    assert responder.problems == []
+    assert shown.problems == []
+
+
+async def test_a_request_goes_out_while_its_checkpoint_commits_its_answer_waits(
+    tmp_path: Path
+) -> None:
+    # The user's message (append 1) and the batch of reads with its answer (append 2) are
+    # each committed while the request carrying them goes out (requests 1 and 2): each is
+    # held until its request has reached the server. The answer's text waits for its
+    # checkpoint: none is shown while append 2 is held.
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "notes.txt").write_text("hello\n")
+    script: list[Step] = [
+        Reply(tool_calls=[ToolCall("read_file", {"path": "notes.txt"})]),
+        Reply("The notes say hello, and nothing else at all."),
+    ]
+    writes, shown, transcript = await run_counted(tmp_path, script, "Read the notes",
+                                                  hold={1: 1, 2: 2})
+    assert writes == ["append", "append", "append"]
+    assert shown.problems == []
+    assert shown.checked >= 2  # the call, and the answer's text after its checkpoint
+    assert [m["role"] for m in transcript] == ["system", "user", "assistant", "tool",
+                                                "assistant"]
 
 
 async def test_an_interrupted_batch_of_reads_saves_the_answer_with_its_result(

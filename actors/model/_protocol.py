@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.core.budget import Usage
@@ -28,6 +29,11 @@ REASONING_ONLY_REASON = ("The model spent its whole answer on reasoning and gave
 
 @dataclass
 class ModelRequest:
+    """One chat request. ``saved``: set once the store holds what ``messages`` carries. The
+    request goes out at once, but nothing of its answer (no event, no outcome) leaves the
+    model client before it is set, so an answer is never shown or acted on before what it
+    answers is durable; the caller cancels ``turn`` instead when that checkpoint fails."""
+
     messages: Sequence[Message]  # read, never changed (stored messages: see actors.core.stored)
     reply: MemoryObjectSendStream[ModelOutcome]
     tools: list[dict[str, Any]] | None = None
@@ -35,6 +41,7 @@ class ModelRequest:
     events: EventSink | None = None
     temperature: float | None = None
     max_tokens: int | None = None
+    saved: anyio.Event | None = None
 
 
 @dataclass

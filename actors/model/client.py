@@ -20,6 +20,10 @@ endpoint is unreachable, the model is missing, or the context is smaller than
 loads the model then), and after every answer it compares the reported prompt size with its
 own estimate: a server that cut the prompt is reported. Each warning is given once.
 
+Durable before visible: a request may go out while the checkpoint of what it carries is
+still being written (:attr:`ModelRequest.saved`); its answer's events and its outcome wait
+for that checkpoint.
+
 Cancellation: a request bound to a turn runs inside ``turn.scope()``. When the turn is
 cancelled the stream is closed and the actor answers ``interrupted`` with the answer text
 received so far; it never raises into the supervisor. Closing the inbox cancels requests
@@ -175,7 +179,9 @@ class ModelClient:
         scope = request.turn.scope() if request.turn is not None else anyio.CancelScope()
         try:
             with scope:
-                outcome = await self._complete(request, progress)
+                answered = await self._complete(request, progress)
+                await _saved(request)
+                outcome = answered
             if outcome.interrupted:
                 outcome.partial_text = "".join(progress.text)
             await answer(request.reply, outcome)
@@ -315,6 +321,7 @@ class ModelClient:
     @staticmethod
     async def _emit(request: ModelRequest, event: Event) -> None:
         if request.events is not None:
+            await _saved(request)
             await request.events.send(event)
 
     # -- what the endpoint tells about itself ---------------------------------------------
@@ -323,8 +330,10 @@ class ModelClient:
         if key in self._warned:
             return
         self._warned.add(key)
-        sink = request.events if request is not None and request.events else self._events
-        await sink.send(Notice(text, "warning"))
+        if request is not None and request.events is not None:
+            await self._emit(request, Notice(text, "warning"))
+        else:
+            await self._events.send(Notice(text, "warning"))
 
     async def check_endpoint(self) -> None:
         """The start-up check (see the module docstring): warnings only, never raises.
@@ -387,6 +396,14 @@ class ModelClient:
         warning = context_warning(self.endpoint, self._budget)
         if warning is not None:
             await self._warn("context", warning)
+
+
+async def _saved(request: ModelRequest) -> None:
+    """Wait until the store holds what ``request`` carries (:attr:`ModelRequest.saved`).
+    Cancellation: the wait runs in the request's turn scope; the caller cancels the turn
+    when that checkpoint fails, so the answer is then dropped, never shown."""
+    if request.saved is not None and not request.saved.is_set():
+        await request.saved.wait()
 
 
 async def _quietly(check: Callable[[], Awaitable[object]]) -> None:

@@ -38,10 +38,12 @@ T = TypeVar("T")
 
 @dataclass
 class Write:
-    """One store operation for the writer, with the stream for its outcome."""
+    """One store operation for the writer, with the stream for its outcome. ``taken`` is set
+    as the operation goes to the worker thread (a caller may go on with other work then)."""
 
     operation: Callable[[Store], Any]
     reply: MemoryObjectSendStream[Any]  # the result, or the HarnessError that stopped it
+    taken: anyio.Event | None = None
 
 
 INDEX_IDLE_SECONDS = 0.05  # the search index catches up after this long without a write
@@ -72,6 +74,8 @@ async def run_checkpoint_writer(
                 if write is None:
                     break
                 result: Any
+                if write.taken is not None:
+                    write.taken.set()
                 try:
                     result = await anyio.to_thread.run_sync(write.operation, store)
                 except HarnessError as exc:  # raised in the caller
@@ -136,8 +140,8 @@ class CheckpointClient:
         """This client will write no more (the writer stops when every client closed)."""
         self._inbox.close()
 
-    async def _do(self, operation: Callable[[Store], T]) -> T:
-        result: T = await ask(self._inbox, lambda reply: Write(operation, reply),
+    async def _do(self, operation: Callable[[Store], T], taken: anyio.Event | None = None) -> T:
+        result: T = await ask(self._inbox, lambda reply: Write(operation, reply, taken),
                               "checkpoint writer")
         return result
 
@@ -163,12 +167,15 @@ class CheckpointClient:
         state: dict[str, Any] | None = None,
         planned_calls: bool = False,
         status: str | None = None,
+        taken: anyio.Event | None = None,
     ) -> int:
-        """Append ``messages`` to the ``at`` saved ones (:meth:`Store.append`)."""
+        """Append ``messages`` to the ``at`` saved ones (:meth:`Store.append`); the number the
+        last of them has in the transcript. ``taken``: see :class:`Write`."""
         new = list(messages)
         return await self._do(
             lambda s: s.append(self.session_id, new, at=at, state=state,
-                               planned_calls=planned_calls, status=status)
+                               planned_calls=planned_calls, status=status),
+            taken,
         )
 
     async def mark_started(self, call_ids: Sequence[str]) -> None:

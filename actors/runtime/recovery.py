@@ -2,7 +2,9 @@
 
 The supervisor calls :func:`settle_batch` after every batch, in a shielded ``finally``, with
 the executor's answer, or with ``None`` when there is none (the turn was cancelled while
-asking, or the executor is gone). The calls the answer covers get their results; the calls
+asking, or the executor is gone). A batch of reads that every call answered is only
+settled in memory (:func:`answer_batch`): its answer and results are saved with the next
+request, by the supervisor. The calls the answer covers get their results; the calls
 it does not cover (the executor crashed or never answered) are answered by the store's
 recovery from the write-ahead records: "outcome unknown" for a call recorded as started,
 "not executed" for one only planned. Nothing is replayed.
@@ -20,18 +22,14 @@ from actors.runtime.context import WorkingContext
 from actors.runtime.tool_executor import BatchOutcome
 
 
-async def settle_batch(
+def answer_batch(
     context: WorkingContext,
-    writer: CheckpointClient,
     calls: list[dict[str, Any]],
     batch: BatchOutcome | None,
-) -> HarnessError | None:
-    """Append the batch's results to ``context`` and checkpoint; recover the calls left open.
-
-    Returns the error when the results could not be saved (then the open calls are answered
-    "outcome unknown" in memory, so the context stays sendable); it does not raise, because
-    it runs while a cancel may be unwinding. The caller holds the context's lock.
-    """
+) -> None:
+    """Append the results the executor answered (``batch``; None: no answer) to ``context``,
+    in memory. The calls it does not cover stay open: :func:`save_batch` has the store's
+    recovery answer them."""
     by_id = {o.call_id: o for o in batch.outcomes} if batch is not None else {}
     for call in calls:
         outcome = by_id.get(call["id"])
@@ -40,6 +38,15 @@ async def settle_batch(
         if outcome.started:
             context.tool_calls += 1
         context.messages.append(tool_result(outcome.call_id, outcome.content))
+
+
+async def save_batch(context: WorkingContext, writer: CheckpointClient) -> HarnessError | None:
+    """Checkpoint what ``context`` holds unsaved; recover the calls left open at its end.
+
+    Returns the error when the results could not be saved (then the open calls are answered
+    "outcome unknown" in memory, so the context stays sendable); it does not raise, because
+    it runs while a cancel may be unwinding. The caller holds the context's lock.
+    """
     try:
         at, new = context.unsaved()
         await writer.append(new, at=at, state=context.state())
@@ -53,3 +60,15 @@ async def settle_batch(
             context.messages.append(tool_result(call_id, INTERRUPTED_NOTICE))
         return exc
     return None
+
+
+async def settle_batch(
+    context: WorkingContext,
+    writer: CheckpointClient,
+    calls: list[dict[str, Any]],
+    batch: BatchOutcome | None,
+) -> HarnessError | None:
+    """Append the batch's results to ``context`` and checkpoint; recover the calls left open
+    (:func:`answer_batch`, then :func:`save_batch`). The caller holds the context's lock."""
+    answer_batch(context, calls, batch)
+    return await save_batch(context, writer)

@@ -87,7 +87,7 @@ from actors.runtime.checkpoint_writer import CheckpointClient, Write, run_checkp
 from actors.runtime.compactor import CompactAnswer, Compactor, CompactRequest
 from actors.runtime.context import ContextSnapshot, WorkingContext
 from actors.runtime.lease import hold_lease
-from actors.runtime.recovery import settle_batch
+from actors.runtime.recovery import answer_batch, save_batch
 from actors.runtime.rewind import RewindOutcome, RewindRequest, finish_interrupted
 from actors.runtime.rewind import check as rewind_check
 from actors.runtime.titler import ask_for_title
@@ -120,14 +120,6 @@ class TurnResult:
     @property
     def ok(self) -> bool:
         return self.outcome == "answered"
-
-
-def _checkpoint_numbered(store: Store, session_id: str, at: int, new: list[Any],
-                         state: dict[str, Any]) -> int:
-    """A checkpoint (an append to the ``at`` saved messages), then the number its last
-    message has in the transcript (in the writer's thread: one trip for both)."""
-    store.append(session_id, new, at=at, state=state)
-    return int(store.info(session_id).transcript_messages)
 
 
 def latest_session_of(store: Store, project_root: str) -> str:
@@ -181,6 +173,9 @@ class Supervisor:
         self._created = False  # this run created the session (removed if nothing was typed)
         self._title_source = ""  # where the title came from (actors.core.titles)
         self._titling: Turn | None = None  # the title call in flight, if any
+        # The user's message of the running turn until it is saved: (what the model gets,
+        # what the user typed), for what follows its checkpoint (_save_step).
+        self._typed: tuple[str, str] | None = None
         # An interrupted rewind finished at the open (actors.runtime.rewind): what to say, and
         # the workspace objects it opened, handed to the keeper.
         self._rewind_notice: str | None = None
@@ -370,23 +365,40 @@ class Supervisor:
                                              self._settings.max_context_tokens,
                                              self._context.usage.total_cost_usd))
 
-    async def _checkpoint(self, *, planned_calls: bool = False, numbered: bool = False) -> int:
-        """Save the context; with ``numbered``, the number the latest message got (as --info
-        numbers them), read in the same trip to the writer (0 otherwise)."""
+    async def _checkpoint(self, *, planned_calls: bool = False,
+                          taken: anyio.Event | None = None) -> int:
+        """Save the context; the number the latest message got in the transcript (as --info
+        numbers them). ``taken`` is set once the writer's thread has the write."""
         writer = self._running().writer
         context = self._context
-        number = 0
         async with self._context_lock:
             at, new = context.unsaved()
-            state = context.state()
-            if numbered:
-                number = await writer.call(lambda s, sid: _checkpoint_numbered(
-                    s, sid, at, new, state))
-            else:
-                await writer.append(new, at=at, state=state, planned_calls=planned_calls)
+            number = await writer.append(new, at=at, state=context.state(),
+                                         planned_calls=planned_calls, taken=taken)
             context.saved_len = at + len(new)
         await self._gauge()
         return number
+
+    async def _save_step(self, taken: anyio.Event | None = None) -> None:
+        """Checkpoint what the turn added; once the user's message is saved, note it for the
+        workspace's snapshot (taken while the model thinks) and announce the provisional
+        title the store set in that checkpoint. ``taken``: see :meth:`_checkpoint`."""
+        typed = self._typed
+        number = await self._checkpoint(taken=taken)
+        if typed is None:
+            return
+        self._typed = None
+        self._running().workspace.note("message", message=number)
+        text, shown = typed
+        if not self._title_source and text.strip():
+            self._title_source = "provisional"
+            await self._events.send(TitleChanged(provisional_title(shown), "provisional"))
+
+    async def _save_pending(self) -> None:
+        """Save what the turn added and no request carried yet (before a compaction, or as
+        the turn stops without asking the model again)."""
+        if self._context.saved_len < len(self._context.messages):
+            await self._save_step()
 
     # -- the turn -------------------------------------------------------------------------
 
@@ -437,14 +449,21 @@ class Supervisor:
         if shown is not None and shown != text:
             message[SHOWN] = shown
         context.messages.append(message)
-        number = await self._checkpoint(numbered=True)
-        self._running().workspace.note("message", message=number)  # kept while the model thinks
-        if not self._title_source and text.strip():  # the store set it in that checkpoint
-            self._title_source = "provisional"
-            await self._events.send(
-                TitleChanged(provisional_title(shown or text), "provisional"))
+        self._typed = (text, shown or text)  # saved with the first request (_ask_model)
+        try:
+            return await self._steps(turn)
+        except LimitReached:
+            await self._save_pending()
+            raise
+
+    async def _steps(self, turn: Turn) -> TurnResult:
+        """Model requests and tool batches until an answer, a failure or a limit. What a
+        step adds is saved with the next request (:meth:`_ask_model`) or before the step
+        ends the turn (a failure to save raises :class:`StorageError`)."""
+        context = self._context
         for _ in range(self._settings.max_turns):
             if turn.cancelled:
+                await self._save_pending()
                 return TurnResult("interrupted", turn.reason)
             self._check_limits()
             fits = await self._fit_budget()
@@ -480,7 +499,7 @@ class Supervisor:
                     await self.notify(CUT_ANSWER_NOTICE, "warning")
                 return TurnResult("answered", str(outcome.message.get("content") or ""))
             # A batch of reads is run at once and its answer saved with its results, in one
-            # commit before the next request; any other batch's answer is saved first, with
+            # commit, with the next request; any other batch's answer is saved first, with
             # its calls recorded as planned (see tool_executor.without_effects).
             answer_saved = not without_effects(calls, self._settings.mode)
             if answer_saved:
@@ -489,6 +508,7 @@ class Supervisor:
             if batch.error is not None:
                 raise batch.error
             if turn.cancelled:
+                await self._save_pending()
                 return TurnResult("interrupted", turn.reason)
             if any(o.status == "over_limit" for o in batch.outcomes):
                 self._check_limits()
@@ -519,6 +539,11 @@ class Supervisor:
                                f"(--max-tool-calls {s.max_tool_calls}).")
 
     async def _ask_model(self, turn: Turn) -> ModelOutcome:
+        """The model's answer to the context. What the context holds unsaved (the user's
+        message; a batch of reads with the answer that asked for it) is checkpointed while
+        the request goes out: nothing of the answer is shown or used before that checkpoint
+        is durable (:attr:`ModelRequest.saved`), and when it fails the request is cancelled
+        (with the turn) and its error raised here."""
         inbox = self._running().model
         # The context's own message objects (a copy of the sequence: what this request
         # holds): the model client recognises those it has encoded before, takes stored rows
@@ -527,12 +552,35 @@ class Supervisor:
         context = self._context.messages
         messages = context.copy() if isinstance(context, StoredMessages) else list(context)
         tools = tool_schemas()
-        outcome: ModelOutcome = await ask(
-            inbox,
-            lambda reply: ModelRequest(messages, reply, tools=tools, turn=turn,
-                                       events=self._events),
-            "model client",
-        )
+
+        def request(saved: anyio.Event | None) -> Any:
+            return lambda reply: ModelRequest(messages, reply, tools=tools, turn=turn,
+                                              events=self._events, saved=saved)
+
+        if self._context.saved_len == len(context):
+            outcome: ModelOutcome = await ask(inbox, request(None), "model client")
+            return outcome
+        taken, saved = anyio.Event(), anyio.Event()
+        failed: list[HarnessError] = []
+
+        async def save() -> None:
+            try:
+                await self._save_step(taken)
+            except HarnessError as exc:
+                failed.append(exc)
+                turn.cancel("the session could not be saved")  # the answer is dropped
+            finally:
+                taken.set()
+                saved.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(save)
+            # The write goes to the writer's thread first: building and sending the request
+            # holds the event loop for a while, and the commit runs meanwhile.
+            await taken.wait()
+            outcome = await ask(inbox, request(saved), "model client")
+        if failed:
+            raise failed[0]
         return outcome
 
     async def _run_tools(self, turn: Turn, calls: list[dict[str, Any]], *,
@@ -550,7 +598,8 @@ class Supervisor:
         finally:
             # Interruption recovery, shielded: no call stays without a result.
             with anyio.move_on_after(SHUTDOWN_SECONDS, shield=True):
-                failure = await self._record_results(calls, batch)
+                failure = await self._record_results(
+                    calls, batch, defer=not answer_saved and not turn.cancelled)
         if failure is not None:  # results not saved: nothing more may be sent or run
             raise failure
         assert batch is not None
@@ -559,17 +608,22 @@ class Supervisor:
         return batch
 
     async def _record_results(
-        self, calls: list[dict[str, Any]], batch: BatchOutcome | None
+        self, calls: list[dict[str, Any]], batch: BatchOutcome | None, *, defer: bool = False
     ) -> HarnessError | None:
-        """Settle the batch in the context and save it (see :func:`settle_batch`); the error
-        if that could not be saved (returned, not raised: this runs in a ``finally`` that may
-        be unwinding a cancel)."""
+        """Settle the batch in the context and save it (see :mod:`.recovery`); the error if
+        that could not be saved (returned, not raised: this runs in a ``finally`` that may
+        be unwinding a cancel). With ``defer`` (a batch of reads, whose answer is not saved
+        yet), a batch that answered every call is saved with the next request instead."""
         writer = self._running().writer
         if batch is not None and batch.planning is not None:
             self._context.planning = batch.planning
             await self._events.send(PlanningChanged(batch.planning.render()))
         async with self._context_lock:
-            failure = await settle_batch(self._context, writer, calls, batch)
+            answer_batch(self._context, calls, batch)
+            if (defer and batch is not None and batch.error is None and batch.crash is None
+                    and not open_calls_at_end(self._context.messages)):
+                return None
+            failure = await save_batch(self._context, writer)
         await self._gauge()
         return failure
 
@@ -592,6 +646,7 @@ class Supervisor:
         """Make sure the next request fits the hard budget; a message if it cannot."""
         if not self._over(1.0):
             return None
+        await self._save_pending()  # a compaction applies to what the store holds
         if self._compaction is not None:
             await self.notify("Waiting for the compaction to finish…")
             await self._result_of(self._compaction)

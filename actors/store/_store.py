@@ -380,7 +380,8 @@ class Store:
         Costs what is appended, whatever the context's length: nothing saved is compared or
         copied. :class:`ContextConflict` when the store does not hold exactly ``at``
         messages (the context was replaced or extended by someone else). Returns the number
-        of messages appended.
+        the last of them has in the transcript (as ``--info`` numbers messages: the
+        transcript's length after the append).
         """
         check_session_id(session_id)
         if status is not None:
@@ -399,7 +400,7 @@ class Store:
                               status=status)
         if saved is None:
             self._contexts.forget(session_id)
-        return delta.commit()
+        return row.transcript_len + delta.commit()
 
     def mark_started(self, session_id: str, call_ids: Iterable[str]) -> None:
         """Durably record that these tool calls are about to start (write-ahead).

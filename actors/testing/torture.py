@@ -286,9 +286,14 @@ def expand(message: JSON) -> list[JSON]:
 
 
 def missing_from_transcript(
-    request: JSON, transcript: Sequence[JSON], compaction_summaries: Sequence[str]
+    request: JSON, transcript: Sequence[JSON], compaction_summaries: Sequence[str],
+    *, unsaved_tail: bool = False,
 ) -> str | None:
-    """Why ``request`` shows something the store does not hold (None when it does not)."""
+    """Why ``request`` shows something the store does not hold (None when it does not).
+
+    ``unsaved_tail``: the request was the last of a run killed before its answer was used.
+    A request goes out while the checkpoint of what it adds commits (its answer waits for
+    that checkpoint), so the messages it ends with may be missing, none of them saved."""
     summaries = {canonical(summary_message(s)) for s in compaction_summaries}
     sent = [m for m in request.get("messages") or [] if m.get("role") != "system"]
     if is_summary_request(request):
@@ -302,9 +307,13 @@ def missing_from_transcript(
             if text not in summaries:
                 return f"message {index}: a summary block that no saved compaction produced"
             continue
+        start = at
         while at < len(saved) and saved[at] != text:
             at += 1
         if at == len(saved):
+            rest = {canonical(m) for m in sent[index:]}
+            if unsaved_tail and not rest.intersection(saved[start:]):
+                return None  # the tail its own checkpoint was still writing
             return f"message {index} ({message.get('role')}) not in the transcript: {text[:300]}"
         at += 1
     return None
@@ -562,7 +571,7 @@ class Torture:
                  f"exit={code:3d} phase={phase if code == -signal.SIGKILL else '-':9} "
                  f"requests={len(server.requests)}")
         time.sleep(0.05)  # a request the dead process had fully sent still gets recorded
-        self.check(server)
+        self.check(server, killed=code == -signal.SIGKILL)
 
     def wait_for_moment(self, plan: KillPlan, proc: subprocess.Popen[bytes]) -> None:
         """Return at the kill moment of ``plan`` (or as soon as the run has exited)."""
@@ -614,8 +623,9 @@ class Torture:
         self.figures.failed_runs += 1
         self.problem(f"{err_path.name}: exit status {code}: {text[-1500:]}")
 
-    def check(self, server: ScriptedServer) -> None:
-        """Check the store against every request received since the last check."""
+    def check(self, server: ScriptedServer, *, killed: bool = False) -> None:
+        """Check the store against every request received since the last check (those of
+        one run; ``killed``: it was killed)."""
         if self.session_id is None:
             return
         db = self.memory_dir / "sessions.sqlite3"
@@ -640,9 +650,16 @@ class Torture:
             for index in range(self.checked_requests, len(requests)):
                 print(json.dumps({"request": index, "run": self.run_label,
                                   "body": requests[index]}), file=saved)
+        # The conversation's last request in a run that was killed may carry what its own
+        # checkpoint was still writing (its answer was never used).
+        conversation = [i for i in range(self.checked_requests, len(requests))
+                        if not is_summary_request(requests[i])
+                        and requests[i].get("tools")]
+        last = conversation[-1] if killed and conversation else None
         for index in range(self.checked_requests, len(requests)):
             body = requests[index]
-            why = missing_from_transcript(body, transcript, summaries)
+            why = missing_from_transcript(body, transcript, summaries,
+                                          unsaved_tail=index == last)
             if why is not None:
                 self.figures.checkpoints_lost += 1
                 self.problem(f"request {index}: {why} (transcript has {len(transcript)})")
