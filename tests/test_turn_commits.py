@@ -21,6 +21,7 @@ import anyio
 import pytest
 
 from actors.core.config import Mode
+from actors.core.errors import StorageError
 from actors.core.events import TextDelta, ToolCallStarted
 from actors.core.messages import INTERRUPTED_NOTICE, pairing_problems
 from actors.runtime.supervisor import Supervisor
@@ -294,3 +295,54 @@ def test_a_kill_during_a_batch_of_reads_is_a_kill_during_the_answer(
     sent = server.requests[0]["messages"]
     assert [m["role"] for m in sent] == ["system", "user", "user"]
 
+
+
+class FailingOnce(SessionStore):
+    """The SQLite store whose next append fails as a full disk does, once (``fail`` set),
+    after the request it goes with has reached the server (``sent``) and a moment more."""
+
+    fail = False
+    sent = threading.Event()
+
+    def append(self, *args: Any, **kwargs: Any) -> int:
+        if self.fail:
+            self.fail = False
+            self.sent.wait(10)
+            time.sleep(CountingStore.HOLD_SECONDS)  # an answer shown too soon is seen by then
+            raise StorageError("No space left on device (the session store could not grow).")
+        return super().append(*args, **kwargs)
+
+
+async def test_a_checkpoint_that_fails_drops_the_answer_of_its_request(tmp_path: Path) -> None:
+    # The user's message cannot be saved: its request has gone out and been answered, but
+    # nothing of the answer is shown, the turn stops with the cause, and the next turn
+    # sends the message again.
+    sent = threading.Event()
+
+    def answer(body: dict[str, Any]) -> Step:
+        if body["messages"][-1]["content"] == "Hello again":
+            return Reply("Now it is saved.")
+        sent.set()
+        return Reply("Never shown.")
+
+    with ScriptedServer(answer) as server:
+        settings = settings_for(tmp_path, server.base_url, workspace_snapshots=False,
+                                auto_title=False)
+        store = FailingOnce(settings.memory_dir)
+        store.sent = sent
+        async with running(settings, store) as (sup, rec):
+            store.fail = True
+            with anyio.fail_after(10):
+                failed = await sup.run_turn("Hello there")
+            assert failed.outcome == "failed"
+            assert "Could not save the session: No space left on device" in failed.text
+            assert rec.of(TextDelta) == []
+            with anyio.fail_after(10):
+                second = await sup.run_turn("Hello again")
+            assert second.ok and second.text == "Now it is saved."
+            shown = "".join(e.text for e in rec.of(TextDelta))
+            assert shown == "Now it is saved."
+        sent = server.requests[-1]["messages"]
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["Hello there", "Hello again"]
+    transcript = SessionStore(settings.memory_dir).load_session(sup.session_id)["transcript"]
+    assert [m["role"] for m in transcript] == ["system", "user", "user", "assistant"]
