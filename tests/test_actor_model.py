@@ -16,7 +16,6 @@ from typing import Any
 
 import anyio
 import httpx2
-import openai
 import pytest
 
 from actors.core.errors import EndpointTimeout, RequestRefused
@@ -120,15 +119,15 @@ class Served:
 async def serve(endpoint: MemoryEndpoint, *, llm_timeout: float = 120) -> Served:
     """One request through the actor's inbox; the events it sent and how long it took."""
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(endpoint))
-    sdk = openai.AsyncOpenAI(base_url=BASE_URL, api_key="test", max_retries=0,
-                             http_client=http)
-    # The SDK looks up the platform in a worker thread on its first request; the virtual
-    # clock would jump over that wait, so it happens here, before any deadline exists.
-    await sdk.get("/models", cast_to=httpx2.Response)
     events_send, events_receive = anyio.create_memory_object_stream[Event](100)
     sink = EventSink(events_send)
     client = ModelClient(base_url=BASE_URL, api_key="test", model="m", timeout=llm_timeout,
-                         client=sdk, events=sink)
+                         http_client=http, events=sink)
+    # Made in worker threads (the SDK's import, the clients; the SDK looks up the platform
+    # in one on its first request): the virtual clock would jump over those waits, so they
+    # happen here, before any deadline exists.
+    connection = await client.connect()
+    await connection.sdk.get("/models", cast_to=httpx2.Response)
     inbox, receive = anyio.create_memory_object_stream[ModelRequest](1)
     seen: list[Event] = []
 

@@ -21,6 +21,7 @@ from actors.core.messages import encode, shape_of
 from actors.core.stored import StoredMessages
 from actors.model._assembly import Assembly, call_ids_in
 from actors.model._body import CHUNK, EncodedMessages
+from actors.model._connection import connect
 from actors.model._endpoint import Endpoint
 from actors.model._wire import stream_chat
 from tests.children import read_line
@@ -210,7 +211,7 @@ async def test_a_long_body_is_sent_with_its_length_in_chunks(server_program: str
     encoded.update(_stored(messages))
     body = encoded.body({"model": "m"}, {"stream": True})
     assert len(body) > 8_000_000
-    client = openai.AsyncOpenAI(base_url=server_program, api_key="test", max_retries=0)
+    client = connect(openai, base_url=server_program, api_key="test", timeout=60)
     endpoint, assembly = Endpoint(server_program, "m"), Assembly()
 
     async def ignore(piece: object) -> None:
@@ -223,6 +224,6 @@ async def test_a_long_body_is_sent_with_its_length_in_chunks(server_program: str
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-        await client.close()
+        await client.aclose()
     assert assembly.message()["content"] == "echo: the last one"
     assert peak < 2_000_000, peak

@@ -84,10 +84,22 @@ class Body:
         return b"".join(self.chunks())
 
     def chunks(self) -> Iterator[bytes]:
-        """The body from its start: the head, the messages in chunks of about
-        :data:`CHUNK` bytes (the messages of each joined in one call, their ends known
-        ahead: no Python work per message; a message longer than two chunks is encoded and
-        given a chunk at a time), the tail."""
+        """The body from its start in chunks of about :data:`CHUNK` bytes: the head, the
+        messages (the messages of each chunk joined in one call, their ends known ahead: no
+        Python work per message; a message longer than two chunks is encoded and given a
+        chunk at a time) and the tail, pieces shorter than a chunk sent together (a small
+        body is one write)."""
+        pending = b""
+        for piece in self._pieces():
+            if pending and len(pending) + len(piece) > CHUNK:
+                yield pending
+                pending = piece
+            else:
+                pending += piece
+        if pending:
+            yield pending
+
+    def _pieces(self) -> Iterator[bytes]:
         parts, ends, count = self._parts, self._ends, len(self._parts)
         yield self._head
         i = 0
@@ -236,11 +248,17 @@ class EncodedMessages:
     def body(self, head: dict[str, Any], tail: dict[str, Any]) -> Body:
         """The JSON object ``{**head, "messages": [...], **tail}``, as its pieces (the
         messages held now: a later :meth:`update` does not change it)."""
-        first = dumps(head)[:-1]
-        last = dumps(tail)[1:]
-        return Body(
-            first + (b"," if len(first) > 1 else b"") + b'"messages":[',
-            list(self._parts),
-            list(self._ends),
-            b"]" + (b"," if len(last) > 1 else b"") + last,
-        )
+        return self.framed(frame(head, tail))
+
+    def framed(self, around: tuple[bytes, bytes]) -> Body:
+        """:meth:`body` with its head and tail already encoded (:func:`frame`)."""
+        return Body(around[0], list(self._parts), list(self._ends), around[1])
+
+
+def frame(head: dict[str, Any], tail: dict[str, Any]) -> tuple[bytes, bytes]:
+    """What comes before and after the messages in ``{**head, "messages": [...], **tail}``
+    (a request's tool schemas are most of it: encoded once, kept by the model client)."""
+    first = dumps(head)[:-1]
+    last = dumps(tail)[1:]
+    return (first + (b"," if len(first) > 1 else b"") + b'"messages":[',
+            b"]" + (b"," if len(last) > 1 else b"") + last)

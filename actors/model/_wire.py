@@ -1,8 +1,9 @@
 """One streamed chat-completions request on the wire, read as the servers really send it.
 
-The openai SDK sends the request (base URL, key, headers) and translates HTTP error statuses;
-the body is read here, line by line, as server-sent events (:mod:`actors.model._sse`), so
-that nothing a server sends can surprise the reader:
+The request goes through the HTTP client under the openai SDK, with the SDK's headers
+(:mod:`actors.model._connection`); an HTTP error status is translated here, and the body is
+read here, line by line, as server-sent events (:mod:`actors.model._sse`), so that nothing
+a server sends can surprise the reader:
 
 - ``data: [DONE]`` ends the stream; so does the end of the body. Either way, a stream without
   a ``finish_reason`` was cut (ollama ends its body that way when it fails midway; older
@@ -20,25 +21,29 @@ cleanup; nothing is left reading.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from actors.core.errors import ModelError
 from actors.model._assembly import Assembly
 from actors.model._body import Body
-from actors.model._classify import broken, from_exception, invalid, snippet, stream_error
+from actors.model._classify import (
+    broken,
+    from_exception,
+    from_status,
+    invalid,
+    retry_after_of,
+    snippet,
+    stream_error,
+)
+from actors.model._connection import Connection
 from actors.model._endpoint import Endpoint
 from actors.model._http import http
 from actors.model._reasoning import Piece
 from actors.model._sse import NotAnEventStream, SSEDecoder, SSEEvent, SSELines
-
-if TYPE_CHECKING:
-    import openai
 
 OnPiece = Callable[[Piece], Awaitable[None]]
 CLOSE_SECONDS = 2
@@ -47,18 +52,8 @@ DRAIN_READS = 16  # ... and how many reads it may make
 MAX_JSON_BODY = 16 * 1024 * 1024
 
 
-def _takes_content(client: openai.AsyncOpenAI) -> bool:
-    """Whether the SDK's ``post`` sends raw bytes (``content=``; newer SDKs)."""
-    return _post_takes_content(type(client).post)
-
-
-@functools.cache
-def _post_takes_content(post: Callable[..., Any]) -> bool:
-    return "content" in inspect.signature(post).parameters
-
-
 async def stream_chat(
-    client: openai.AsyncOpenAI,
+    connection: Connection,
     body: Body,
     endpoint: Endpoint,
     assembly: Assembly,
@@ -66,28 +61,27 @@ async def stream_chat(
 ) -> None:
     """Send ``body`` (the request's JSON, :mod:`actors.model._body`) and fold the answer
     into ``assembly``; raise ModelError if it fails."""
+    # Not chat.completions.create(), which would first walk every message and tool schema
+    # against its type definitions (~0.16 ms per message, on the event loop), then encode
+    # the whole body again: the body arrives encoded, from its pieces, and is sent as its
+    # chunks, never joined (a resumed context's body is tens of MB). The length is given, so
+    # it goes with Content-Length, not chunked (the HTTP client sends an iterable chunked
+    # unless told the length), as every server reads a body. Nothing here retries; a retry
+    # of ours sends the body again, and it iterates from its start.
+    client = connection.http
+    request = client.build_request(
+        "POST", connection.chat_url, content=body,
+        headers={**connection.headers, "Content-Length": str(len(body))},
+    )
     try:
-        # The raw post: chat.completions.create() would first walk every message and tool
-        # schema against its type definitions (~0.16 ms per message, on the event loop),
-        # then encode the whole body again; the body arrives encoded, from its pieces.
-        if _takes_content(client):
-            # Sent as its chunks, never joined (a resumed context's body is tens of MB);
-            # the length given, so the body goes with Content-Length, not chunked (the
-            # HTTP client sends an iterable chunked unless told the length), as every
-            # server reads a body. The SDK does not retry (max_retries=0); a retry of ours
-            # posts the body again, and it iterates from its start.
-            response = await client.post(
-                "/chat/completions", content=body, cast_to=http.Response, stream=True,
-                options={"headers": {"Content-Length": str(len(body))}},
-            )
-        else:  # an older SDK: it encodes the body itself
-            response = await client.post(
-                "/chat/completions", body=json.loads(bytes(body)), cast_to=http.Response,
-                stream=True,
-            )
+        response = await client.send(request, stream=True)
     except Exception as exc:
         raise from_exception(exc, endpoint, streaming=False) from None
     try:
+        if response.status_code >= 400:
+            await response.aread()
+            raise from_status(response.status_code, response.content, endpoint,
+                              retry_after=retry_after_of(response))
         await _read(response, endpoint, assembly, on_piece)
     except ModelError:
         raise

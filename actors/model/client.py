@@ -33,9 +33,11 @@ still running (a background summary call) and the background checks.
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -61,8 +63,9 @@ from actors.core.events import (
 from actors.core.mailbox import answer
 from actors.core.messages import Message
 from actors.model._assembly import Assembly
-from actors.model._body import Body, EncodedMessages
+from actors.model._body import Body, EncodedMessages, frame
 from actors.model._classify import from_exception
+from actors.model._connection import Connection, connect
 from actors.model._endpoint import Endpoint, check_base_url, root_url
 from actors.model._http import http
 from actors.model._preflight import (
@@ -78,10 +81,6 @@ from actors.model._retry import RetryPolicy, Sleep, with_retries
 from actors.model._sdk import load as load_sdk
 from actors.model._wire import stream_chat
 
-if TYPE_CHECKING:
-    import openai
-
-CONNECT_SECONDS = 5.0
 CLOSE_SECONDS = 2
 LIST_SECONDS = 3
 
@@ -104,7 +103,7 @@ class ModelClient:
         api_key: str,
         model: str,
         timeout: float,
-        client: openai.AsyncOpenAI | None = None,
+        http_client: http.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
         sleep: Sleep = anyio.sleep,
         events: EventSink | None = None,
@@ -118,7 +117,8 @@ class ModelClient:
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
         self._api_key = api_key
-        self._client = client
+        self._http_client = http_client  # to send through (a test's mock transport), or None
+        self._connection: Connection | None = None
         self._include_usage = True
         self._events = events or EventSink(None)
         self._preflight = preflight
@@ -128,18 +128,28 @@ class ModelClient:
         self._background: anyio.abc.TaskGroup | None = None
         # The conversation's requests and the compactor's, each encoded incrementally.
         self._encoded = (EncodedMessages(), EncodedMessages())
+        # The latest request's head and tail, encoded, and what they were made of (the tool
+        # schemas by identity: the supervisor passes the same list to every request).
+        self._frame: tuple[tuple[object, ...], tuple[bytes, bytes]] | None = None
 
-    async def _http_client(self) -> openai.AsyncOpenAI:
-        """The SDK's client, made on first use (the SDK itself is imported in a thread)."""
-        if self._client is None:
+    async def connect(self) -> Connection:
+        """The endpoint's clients, made now rather than at the first request (a warm-up; a
+        test on a virtual clock, whose deadlines would jump over the worker thread)."""
+        return await self._connect()
+
+    async def _connect(self) -> Connection:
+        """The endpoint's clients (:mod:`actors.model._connection`), made on first use in a
+        worker thread, as the SDK is imported. Cancellation: a connection being made in its
+        thread is kept when it is done; a later call finds it."""
+        if self._connection is None:
             sdk = await load_sdk()
-            if self._client is not None:  # made meanwhile, by another request
-                return self._client
-            self._client = sdk.AsyncOpenAI(
-                base_url=self.base_url, api_key=self._api_key, max_retries=0,
-                timeout=http.Timeout(self.timeout, connect=min(CONNECT_SECONDS, self.timeout)),
-            )
-        return self._client
+            connection = await anyio.to_thread.run_sync(partial(
+                connect, sdk, base_url=self.base_url, api_key=self._api_key,
+                timeout=self.timeout, http_client=self._http_client,
+            ))
+            if self._connection is None:  # else made meanwhile, by another request
+                self._connection = connection
+        return self._connection
 
     async def run(
         self,
@@ -158,18 +168,18 @@ class ModelClient:
                     tg.start_soon(self._serve, request)
                 tg.cancel_scope.cancel()  # closing: nobody waits for requests still running
         finally:
-            if self._client is not None:
+            if self._connection is not None:
                 with anyio.move_on_after(CLOSE_SECONDS, shield=True):
-                    await self._client.close()
+                    await self._connection.aclose()
 
     async def _warm_up(self) -> None:
-        """Import the SDK (in a thread) and check the endpoint, in the background, once the
-        front end has had :data:`~actors.core.config.PROMPT_GRACE_SECONDS` to show its
-        prompt: the import holds the interpreter for a few tenths of a second, which would
-        delay the first prompt. A request that comes sooner imports the SDK itself and does
-        not wait for this."""
+        """Import the SDK and make the clients (in worker threads) and check the endpoint, in
+        the background, once the front end has had
+        :data:`~actors.core.config.PROMPT_GRACE_SECONDS` to show its prompt: the import holds
+        the interpreter for a few tenths of a second, which would delay the first prompt. A
+        request that comes sooner connects itself and does not wait for this."""
         await anyio.sleep(PROMPT_GRACE_SECONDS)
-        await _quietly(load_sdk)
+        await _quietly(self._connect)
         if self._preflight:
             await _quietly(self.check_endpoint)
 
@@ -215,7 +225,7 @@ class ModelClient:
         """
         with anyio.move_on_after(LIST_SECONDS):
             try:
-                client = await self._http_client()
+                client = (await self._connect()).sdk
                 payload = (await client.get("/models", cast_to=http.Response)).json()
             except Exception:  # an endpoint without a models list: nothing to name
                 return []
@@ -237,8 +247,8 @@ class ModelClient:
                 await self._emit(request, StreamRestarted(str(last[-1]) if last else "retry"))
             assembly = Assembly(taken_ids=taken)
             try:
-                client = await self._http_client()
-                await stream_chat(client, self._body(request, encoded), self.endpoint,
+                connection = await self._connect()
+                await stream_chat(connection, self._body(request, encoded), self.endpoint,
                                   assembly, lambda piece: self._show(request, progress, piece))
             except RequestRefused as error:
                 if self._include_usage and "stream_options" in error.detail:
@@ -293,7 +303,13 @@ class ModelClient:
         return first
 
     def _body(self, request: ModelRequest, encoded: EncodedMessages) -> Body:
-        """The request's JSON body; ``encoded`` holds its messages."""
+        """The request's JSON body; ``encoded`` holds its messages. What comes around them
+        is encoded again only when it changed (:func:`~actors.model._body.frame`)."""
+        key = (request.tools, self.model, self._include_usage, request.temperature,
+               request.max_tokens)
+        cached = self._frame
+        if cached is not None and all(map(operator.is_, cached[0], key)):
+            return encoded.framed(cached[1])
         head: dict[str, Any] = {"model": self.model}
         tail: dict[str, Any] = {"stream": True}
         if self._include_usage:
@@ -304,7 +320,9 @@ class ModelClient:
             tail["temperature"] = request.temperature
         if request.max_tokens is not None:
             tail["max_tokens"] = request.max_tokens
-        return encoded.body(head, tail)
+        around = frame(head, tail)
+        self._frame = (key, around)
+        return encoded.framed(around)
 
     async def _show(self, request: ModelRequest, progress: _Progress, piece: Piece) -> None:
         if piece.kind == "text":
@@ -355,7 +373,7 @@ class ModelClient:
                                     hint=self.endpoint.pull_hint())
             await self._warn("model", str(missing))
         if self.endpoint.server == "unknown":
-            version = await get_json(await self._http_client(),
+            version = await get_json((await self._connect()).sdk,
                                      f"{root_url(self.base_url)}/api/version")
             if isinstance(version, dict) and "version" in version:
                 self.endpoint.server = "ollama"
@@ -364,7 +382,7 @@ class ModelClient:
     async def _fetch_models(self) -> tuple[Any, ModelError | None]:
         """The ``/v1/models`` answer, or why the endpoint could not be reached."""
         with anyio.move_on_after(LIST_SECONDS):
-            client = await self._http_client()
+            client = (await self._connect()).sdk
             try:
                 return (await client.get("/models", cast_to=http.Response)).json(), None
             except ValueError:
@@ -384,7 +402,7 @@ class ModelClient:
     async def _learn_context(self) -> None:
         if self._budget is None:
             return
-        client = await self._http_client()
+        client = (await self._connect()).sdk
         server = self.endpoint.server
         if server == "ollama":
             await ollama_context(client, self.endpoint)

@@ -167,6 +167,9 @@ class Supervisor:
         self._events = EventSink(events)  # shared with the actors
         self._context = WorkingContext(overhead=TOOL_SCHEMA_TOKENS)
         self._context_lock = anyio.Lock()  # a checkpoint and a context replacement never overlap
+        # The tools of this run, one list for every request (the model client keeps their
+        # JSON while it is the same list).
+        self._tools = tool_schemas()
         self._turn: Turn | None = None
         self._actors: _Actors | None = None
         self._compaction: _Compaction | None = None
@@ -551,7 +554,7 @@ class Supervisor:
         # here (or a list, which parses every stored row) would make it encode them again.
         context = self._context.messages
         messages = context.copy() if isinstance(context, StoredMessages) else list(context)
-        tools = tool_schemas()
+        tools = self._tools
 
         def request(saved: anyio.Event | None) -> Any:
             return lambda reply: ModelRequest(messages, reply, tools=tools, turn=turn,
