@@ -13,6 +13,12 @@ Run from the repository root::
   database exist; each run's empty session is removed as it exits); the time from the spawn
   until ``You:`` is on the screen after the greeting. Beside it, the floor:
   ``python -c "print('You:')"`` in the same pseudo-terminal.
+* **REPL to the first prompt: CPU time and modules**: the same start, run through a driver
+  that notes, the moment prompt_toolkit has drawn the first frame, the process's CPU time
+  (user + system, Python's own start included) and how many modules are loaded
+  (``sys.modules``, the driver's few included): what the start costs the machine, which the
+  wall time on a shared machine shows only with its noise. Beside it, Python alone by the
+  same measure (the CPU time when ``You:`` is printed).
 * **REPL to the first prompt, first start**: the same in a new memory directory each run
   (the store and its schema are created first).
 * **REPL to its first answer**: the same start (the memory directory of the runs before),
@@ -80,6 +86,34 @@ class Failed(Exception):
 
 
 _FLOOR = f"print({PROMPT!r})\ntry:\n    input()\nexcept EOFError:\n    pass"
+_NOTE = """
+import json, os, resource, sys
+def note():
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    with open(os.environ["BENCH_DUMP"], "w") as f:
+        json.dump({"cpu": used.ru_utime + used.ru_stime, "modules": len(sys.modules)}, f)
+"""
+_FLOOR_NOTED = _NOTE + "note()\n" + _FLOOR
+# The harness as ``python -m repl`` runs it, noting (above) when the first frame is drawn:
+# prompt_toolkit's renderer has written it. The collector is paused first, as the harness's
+# own entry point does before its imports (repl/startup.py; a later pause is a no-op).
+_DRAWN = _NOTE + """
+try:
+    from repl import startup
+    startup.pause()
+except ImportError:
+    pass
+from prompt_toolkit.renderer import Renderer
+render = Renderer.render
+def first_render(self, *args, **kwargs):
+    render(self, *args, **kwargs)
+    Renderer.render = render
+    note()
+Renderer.render = first_render
+from repl.__main__ import main
+sys.argv = ["harness", *sys.argv[1:]]
+sys.exit(main())
+"""
 GREETING_END = "Ctrl-D to exit."  # a resume's replay holds "You:" lines before the prompt
 
 
@@ -131,6 +165,19 @@ def to_prompt(argv: list[str], env: dict[str, str], cwd: Path,
         child.expect_exact(PROMPT)
 
     return _timed_in_pty(argv, env, cwd, drive)
+
+
+def noted(argv: list[str], env: dict[str, str], cwd: Path, dump: Path,
+          greeting: str | None = GREETING_END) -> tuple[float, int]:
+    """The CPU seconds and the modules ``argv`` (a script of :data:`_NOTE`'s) noted on its
+    way to the prompt (:func:`to_prompt`)."""
+    dump.unlink(missing_ok=True)
+    to_prompt(argv, {**env, "BENCH_DUMP": str(dump)}, cwd, greeting)
+    try:
+        figures = json.loads(dump.read_text())
+    except (OSError, ValueError):
+        raise Failed("the CPU time at the first draw was not noted") from None
+    return figures["cpu"], figures["modules"]
 
 
 def to_answer(argv: list[str], env: dict[str, str], cwd: Path) -> float:
@@ -292,10 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     trees = [REPO, *(t.resolve() for t in args.tree)]
     samples: dict[str, dict[str, list[float]]] = {
         str(t): {key: [] for key in (
-            "prompt", "first", "answer", "list", "resume", "rss", "p", "p_rss", "in_resume",
-            "in_turn", "p_big", "p_rss_big", "in_resume_big", "in_turn_big")} for t in trees}
+            "prompt", "cpu", "modules", "first", "answer", "list", "resume", "rss", "p",
+            "p_rss", "in_resume", "in_turn", "p_big", "p_rss_big", "in_resume_big",
+            "in_turn_big")} for t in trees}
     counted: dict[str, dict[str, int]] = {}
     floor: list[float] = []
+    floor_cpu: list[float] = []
     failures: list[str] = []
     names = ["this tree" if t == REPO else t.name for t in trees]
     load_before = os.getloadavg()[0]
@@ -336,6 +385,11 @@ def main(argv: list[str] | None = None) -> int:
                 to_prompt, [python, "-c", _FLOOR], dict(os.environ), work, greeting=None))
             if run >= 0 and seconds is not None:
                 floor.append(seconds)
+            got = take(run, "python alone", "CPU to the prompt", partial(
+                noted, [python, "-c", _FLOOR_NOTED], dict(os.environ), work, work / "note",
+                greeting=None))
+            if run >= 0 and got is not None:
+                floor_cpu.append(got[0])
             for tree in trees:
                 label = names[trees.index(tree)]
                 repl = [python, "-m", "repl", "--base-url", server.base_url]
@@ -343,6 +397,12 @@ def main(argv: list[str] | None = None) -> int:
                 kept.mkdir(parents=True, exist_ok=True)
                 prompt = take(run, label, "REPL to the first prompt", partial(
                     to_prompt, repl, _env(tree, kept), work))
+                got = take(run, label, "CPU to the first prompt", partial(
+                    noted, [python, "-c", _DRAWN, "--base-url", server.base_url],
+                    _env(tree, kept), work, work / "note"))
+                if run >= 0 and got is not None:
+                    samples[str(tree)]["cpu"].append(got[0])
+                    samples[str(tree)]["modules"].append(got[1])
                 fresh = work / f"fresh-{run}-{trees.index(tree)}" / "memory"
                 fresh.mkdir(parents=True)
                 first = take(run, label, "REPL to the first prompt, first start", partial(
@@ -399,19 +459,24 @@ def main(argv: list[str] | None = None) -> int:
                                 {k + tag: v for k, v in figures.items()
                                  if k.endswith(("parses", "encodes"))})
     load_after = os.getloadavg()[0]
-    med = {t: {k: (1 if "rss" in k else 1000) * statistics.median(v)
+    med = {t: {k: (1 if "rss" in k or k == "modules" else 1000) * statistics.median(v)
                for k, v in s.items() if v}
            for t, s in samples.items()}
 
     def cell(tree: Path, key: str, unit: str) -> str:
         value = med[str(tree)].get(key)
-        return "failed" if value is None else f"{value:.0f} {unit}"
+        return "failed" if value is None else f"{value:.0f} {unit}".rstrip()
 
     print(f"| figure (median of {args.runs}) | {' | '.join(names)} | python alone |")
     print("|---|" + "---:|" * (len(trees) + 1))
     alone = f"{1000 * statistics.median(floor):.0f} ms" if floor else "failed"
     print("| REPL to the first prompt | " + " | ".join(cell(t, "prompt", "ms") for t in trees)
           + f" | {alone} |")
+    alone_cpu = f"{1000 * statistics.median(floor_cpu):.0f} ms" if floor_cpu else "failed"
+    print("| REPL to the first prompt: CPU time at its first draw | "
+          + " | ".join(cell(t, "cpu", "ms") for t in trees) + f" | {alone_cpu} |")
+    print("| REPL to the first prompt: modules loaded at its first draw | "
+          + " | ".join(cell(t, "modules", "") for t in trees) + " | |")
     print("| REPL to the first prompt, first start (new memory directory) | "
           + " | ".join(cell(t, "first", "ms") for t in trees) + " | |")
     print("| REPL to its first answer (a message sent at the prompt) | "
@@ -446,6 +511,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"median_ms": med, "counts": counted,
                           "floor_ms": 1000 * statistics.median(floor) if floor else None,
+                          "floor_cpu_ms": (1000 * statistics.median(floor_cpu) if floor_cpu
+                                           else None),
                           "failures": failures}))
     return 1 if failures else 0
 

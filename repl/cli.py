@@ -11,8 +11,9 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from actors.core.config import (
     DEFAULT_MODEL,
@@ -23,10 +24,15 @@ from actors.core.config import (
     default_store_url,
 )
 from actors.core.errors import HarnessError, UsageError
-from actors.store import Store
-from actors.store import open_store as open_backend
-from repl import session_commands, startup
+from repl import startup
+from repl.lazy_store import LazyStore
 from repl.resume_target import PICK
+
+if TYPE_CHECKING:
+    from actors.store import Store
+
+# The store's modules and the session commands are imported when a command (or the start
+# of a turn) needs them: a new session's first prompt does not (repl/lazy_store.py).
 
 DESCRIPTION = """\
 A terminal coding agent with durable sessions. It talks to any OpenAI-compatible endpoint
@@ -290,6 +296,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def open_store(settings: Settings) -> Store:
+    from actors.store import open_store as open_backend
+
     store = open_backend(settings.memory_dir, settings.store_url)
     for warning in store.import_warnings:
         print(f"harness: {warning}", file=sys.stderr)
@@ -305,6 +313,10 @@ def run_session_command(
     args: argparse.Namespace, store: Store, settings: Settings
 ) -> int | None:
     """Run the session command in ``args``; None when there is none."""
+    if not any(getattr(args, c) not in (None, False) for c in _SESSION_COMMANDS):
+        return None
+    from repl import session_commands
+
     if args.list_sessions:
         return session_commands.list_sessions(
             store, include_archived=args.include_archived, as_json=args.json,
@@ -370,6 +382,19 @@ def resolve_ids(args: argparse.Namespace, store: Store) -> None:
 _SESSION_COMMANDS = ("list_sessions", "search", "info", "rename", "fork", "archive",
                      "unarchive", "delete", "export", "import_paths", "compact_id", "doctor",
                      "rewind")
+
+
+def _store_after_the_prompt(args: argparse.Namespace, settings: Settings) -> bool:
+    """Whether the store is opened after the first prompt is drawn: for a new session at
+    the interactive prompt (a terminal, no session to resume, no first message, no
+    command), on SQLite (a PostgreSQL server, or a URL that names no store, is asked
+    first: its failure is a usage mistake or a server's), in a memory directory that exists
+    (a first start makes it, private, with the store; the history file goes in it)."""
+    return (args.prompt is None and args.initial is None and args.resume is None
+            and not args.continue_
+            and not any(getattr(args, c) not in (None, False) for c in _SESSION_COMMANDS)
+            and (settings.store_url or "").strip() in ("", "sqlite")
+            and sys.stdin.isatty() and settings.memory_dir.is_dir())
 
 
 def _memory_dir(args: argparse.Namespace) -> Path:
@@ -462,25 +487,29 @@ def _main(argv: Sequence[str] | None) -> int:
         _check_combinations(args)
         settings = settings_from(args)
         if args.doctor:
+            from repl import session_commands
+
             startup.resume()
             checked = session_commands.doctor(settings.memory_dir, repair=args.repair,
                                               store_url=settings.store_url)
             from repl.files_report import doctor_snapshots
 
             return max(checked, doctor_snapshots(settings, repair=args.repair))
-        store = open_store(settings)
+        lazy_store = LazyStore(partial(open_store, settings))
         try:
-            resolve_ids(args, store)
-            if any(getattr(args, c) not in (None, False) for c in _SESSION_COMMANDS):
-                startup.resume()  # the command's own work is not the start's
-            status = run_session_command(args, store, settings)
-            if status is not None:
-                return status
+            if not _store_after_the_prompt(args, settings):
+                store = lazy_store.get()  # before anything runs: its failure is said first
+                resolve_ids(args, store)
+                if any(getattr(args, c) not in (None, False) for c in _SESSION_COMMANDS):
+                    startup.resume()  # the command's own work is not the start's
+                status = run_session_command(args, store, settings)
+                if status is not None:
+                    return status
             from repl.run import run_agent
 
-            return run_agent(args, settings, store)
+            return run_agent(args, settings, lazy_store)
         finally:
-            store.close()
+            lazy_store.close()
     except HarnessError as exc:
         if args.output_format in ("json", "stream-json"):  # a script still gets its object
             from repl.headless import failure

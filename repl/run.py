@@ -10,18 +10,21 @@ import argparse
 import os
 import sys
 from functools import partial
-
-import anyio
+from typing import TYPE_CHECKING
 
 from actors.core.config import Settings
 from actors.core.errors import UsageError
 from actors.model import base_url_problem
-from actors.store import Store
 from repl import startup
+from repl.lazy_store import LazyStore
 from repl.resume_target import PICK
 
-# The supervisor, print mode and the REPL are imported when they run, so that the resume
-# picker (``harness -r``) is on the screen before the rest of the harness has loaded.
+if TYPE_CHECKING:
+    from actors.store import Store
+
+# The supervisor, print mode, the REPL and anyio are imported when they run, so that the
+# resume picker (``harness -r``) is on the screen before the rest of the harness has loaded,
+# and a new session's first prompt before anyio (repl/interactive/start.py).
 
 
 def _backend() -> str:
@@ -79,7 +82,9 @@ async def compact_session(settings: Settings, store: Store, session_id: str) -> 
     return 1
 
 
-def run_agent(args: argparse.Namespace, settings: Settings, store: Store) -> int:
+def run_agent(args: argparse.Namespace, settings: Settings, lazy_store: LazyStore) -> int:
+    """Print mode, ``--compact`` or the interactive REPL; the store is open already but for
+    a new session's REPL, which opens it after its first prompt (repl/lazy_store.py)."""
     output_format = args.output_format or "text"
     if not settings.sandbox_dir.is_dir():
         raise UsageError(f"--sandbox-dir {settings.sandbox_dir} is not a directory.")
@@ -87,8 +92,10 @@ def run_agent(args: argparse.Namespace, settings: Settings, store: Store) -> int
     if problem is not None:
         raise UsageError(problem)
     if args.compact_id:
+        import anyio
+
         startup.resume()
-        return anyio.run(partial(compact_session, settings, store, args.compact_id),
+        return anyio.run(partial(compact_session, settings, lazy_store.get(), args.compact_id),
                          backend=_backend())
     prompt = _prompt_from(args)
     if prompt is None and output_format != "text":
@@ -96,16 +103,18 @@ def run_agent(args: argparse.Namespace, settings: Settings, store: Store) -> int
     resume = args.resume
     if resume == PICK:
         startup.resume()  # the picker waits for the user
-        resume = _picked(args, settings, store)
+        resume = _picked(args, settings, lazy_store.get())
         if resume is None:
             print("No session chosen.", flush=True)
             return 0
     if prompt is not None:
+        import anyio
+
         from repl.print_mode import run_print_mode
 
         startup.resume()
         return anyio.run(
-            partial(run_print_mode, settings, store, prompt, resume=resume,
+            partial(run_print_mode, settings, lazy_store.get(), prompt, resume=resume,
                     continue_latest=args.continue_, output_format=output_format),
             backend=_backend(),
         )
@@ -114,7 +123,7 @@ def run_agent(args: argparse.Namespace, settings: Settings, store: Store) -> int
     # From here to the end keys typed while nothing reads the terminal (the REPL's imports,
     # a resume's greeting) wait for the prompt, Ctrl-D included (repl/interactive/cbreak.py).
     with cbreak.held(sys.stdin.fileno()):
-        from repl.interactive.app import run_repl
+        from repl.interactive.start import run_repl
 
-        return run_repl(settings, store, resume=resume, continue_latest=args.continue_,
+        return run_repl(settings, lazy_store, resume=resume, continue_latest=args.continue_,
                         first=args.initial)

@@ -8,7 +8,7 @@ from typing import Any
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
-from repl.interactive.commands import COMMANDS
+from repl.interactive.command_names import COMMANDS
 from repl.interactive.completion import HarnessCompleter
 
 SESSIONS = [{"id": "abc123", "title": "Parser rewrite", "summary": ""},

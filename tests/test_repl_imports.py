@@ -1,8 +1,10 @@
 """What the start imports: the modules loaded when the REPL's first prompt is drawn (in a
 pseudo-terminal), and when a session command has run. What only a turn, a command or the
 workspace's open needs is imported there, after the prompt (docs/decisions.md, "Nothing the
-first prompt does not need runs before it"); the session commands load no REPL, no model
-client and no runtime."""
+first prompt does not need runs before it"); so are anyio, the runtime's events and the REPL's
+runtime side ("A new session's first prompt is drawn before anyio is imported") and the store
+("The store of a new session's REPL is opened after its first prompt"); the session commands
+load no REPL, no model client and no runtime."""
 
 from __future__ import annotations
 
@@ -21,8 +23,9 @@ from tests.clitools import REPO
 
 pytestmark = pytest.mark.slow  # each test starts the harness
 
-# Runs the harness; writes the names in sys.modules to $DUMP as the REPL's first prompt is
-# about to be drawn (AT_PROMPT) or, for a command, at its exit.
+# Runs the harness; writes the names in sys.modules to $DUMP once the REPL's first prompt
+# is drawn (AT_PROMPT: prompt_toolkit's renderer has written the first frame) or, for a
+# command, at its exit.
 DRIVER = """
 import atexit, json, os, sys
 from repl import startup
@@ -35,13 +38,13 @@ def dump():
             json.dump(sorted(sys.modules), f)
 
 if os.environ.get("AT_PROMPT"):
-    from repl.interactive import app
+    from prompt_toolkit.renderer import Renderer
 
-    drawn = app.Repl._after_draw
-    def after_draw(self):
+    render = Renderer.render
+    def first_render(self, *args, **kwargs):
+        render(self, *args, **kwargs)
         dump()
-        drawn(self)
-    app.Repl._after_draw = after_draw
+    Renderer.render = first_render
 atexit.register(dump)
 from repl.__main__ import main
 sys.argv = ["harness", *sys.argv[1:]]
@@ -52,7 +55,9 @@ sys.exit(main())
 # is drawn) with the model client, the tools and the workspace keeper; the model's SDK and
 # HTTP client (imported in the background later), the markdown renderer (as the first turn
 # starts), the workspace's snapshot engine (at its open), the REPL's turn-time and
-# command-time modules, and what the start used to pull in for one call each.
+# command-time modules, and what the start used to pull in for one call each; anyio (with
+# its asyncio backend), the runtime's events and the REPL's side of them (the renderer, the
+# commands); and, but at a first start, the store (opened with the supervisor).
 NOT_AT_THE_PROMPT = [
     "actors.runtime.supervisor", "actors.runtime.tool_executor", "actors.model.client",
     "actors.model._assembly", "actors.tools", "actors.workspace", "actors.workspace.keeper",
@@ -62,7 +67,13 @@ NOT_AT_THE_PROMPT = [
     "repl.interactive.approvals", "repl.interactive.diff", "repl.interactive.attachments",
     "repl.interactive.keys", "repl.interactive.pager",
     "wcwidth.escape_sequences",  # wcwidth from 0.3 on (pyproject.toml)
+    "anyio", "anyio._backends._asyncio", "sniffio", "actors.core.events",
+    "repl.interactive.app", "repl.interactive.render", "repl.interactive.results",
+    "repl.interactive.commands", "repl.interactive.command_context", "repl.session_commands",
 ]
+# The store: opened before the first prompt only at a first start (it makes the memory
+# directory, private, where the history file goes).
+STORE = ["actors.store", "actors.store.sqlite", "sqlite3", "actors.core.messages"]
 
 # Not for a session command: the REPL, the event loop, the runtime, the model client, the
 # rules of compaction (a listing only recognises a summary's markers).
@@ -84,9 +95,12 @@ def _loaded(dump: Path) -> set[str]:
     return set(names)
 
 
+@pytest.mark.parametrize("first_start", [False, True])
 def test_the_first_prompt_is_drawn_before_what_a_turn_needs_is_imported(
-    tmp_path: Path, memory_dir: Path
+    tmp_path: Path, memory_dir: Path, first_start: bool
 ) -> None:
+    if not first_start:
+        memory_dir.mkdir(mode=0o700)
     dump = tmp_path / "modules.json"
     with ScriptedServer([]) as server:
         child = pexpect.spawn(sys.executable, ["-c", DRIVER, "--base-url", server.base_url],
@@ -101,8 +115,12 @@ def test_the_first_prompt_is_drawn_before_what_a_turn_needs_is_imported(
             child.close(force=True)
     assert child.exitstatus == 0
     loaded = _loaded(dump)
-    assert {"prompt_toolkit", "repl.interactive.app", "actors.store"} <= loaded
+    assert {"prompt_toolkit", "asyncio", "repl.interactive.prompt"} <= loaded
     assert sorted(loaded.intersection(NOT_AT_THE_PROMPT)) == []
+    if first_start:
+        assert set(STORE) <= loaded
+    else:
+        assert sorted(loaded.intersection(STORE)) == []
 
 
 @pytest.mark.parametrize("command", ["--list-sessions", "--search", "--info", "--help"])

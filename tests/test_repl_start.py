@@ -1,9 +1,11 @@
 """The REPL's start and exit in a pseudo-terminal: keys pressed before the first prompt reach
 it (Ctrl-D too: a resume of a big session exits at once), the exit saves the session, and a
-new session's prompt comes before its supervisor opens."""
+new session's prompt comes before its store and supervisor open (a failure to open either
+ends the run with one line), with the run's signals held from before it is drawn."""
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -127,3 +129,40 @@ def test_a_new_session_that_cannot_be_created_ends_the_run_with_one_line(
         assert screen.child.exitstatus == 1
         assert "Traceback" not in screen.log.getvalue()
         assert not server.requests
+
+
+def test_a_store_that_cannot_open_ends_a_new_sessions_run_with_one_line(
+    started: Any, memory_dir: Path
+) -> None:
+    """A new session's store is opened after its first prompt is drawn (the memory
+    directory exists): a database that is not one ends the run there, with the store's one
+    line and exit status 1, as a session that cannot be created does."""
+    memory_dir.mkdir(mode=0o700)
+    (memory_dir / "sessions.sqlite3").write_bytes(b"not a database, " * 64)
+    with ScriptedServer([]) as server:
+        screen = started("--base-url", server.base_url)
+        screen.ready()
+        screen.expect(r"harness: The session store \S+sessions\.sqlite3 is damaged")
+        screen.expect(pexpect.EOF)
+        screen.child.close()
+        assert screen.child.exitstatus == 1
+        assert "Traceback" not in screen.log.getvalue()
+        assert not server.requests
+
+
+def test_a_stopping_signal_the_moment_the_first_prompt_shows_ends_the_run(
+    started: Any, memory_dir: Path
+) -> None:
+    """The REPL's own handlers come after the first prompt (with anyio); a SIGTERM sent
+    the moment it shows is held until then and ends the run as it does later: not a death
+    by the signal, not lost (the prompt would stay). Sent a few times: the moment varies."""
+    memory_dir.mkdir(mode=0o700)
+    with ScriptedServer([]) as server:
+        for _ in range(3):
+            screen = started("--base-url", server.base_url)
+            screen.ready()
+            screen.child.kill(signal.SIGTERM)
+            screen.expect(pexpect.EOF, timeout=30)
+            screen.child.close()
+            assert screen.child.signalstatus is None and screen.child.exitstatus == 0
+            assert "Traceback" not in screen.log.getvalue()

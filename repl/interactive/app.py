@@ -1,11 +1,9 @@
 """The interactive REPL: prompt_toolkit on asyncio, with the supervisor's actors under it.
 
-- History in ``<memory-dir>/history`` (0600), shared across sessions; Up/Down, Ctrl-R.
-- Enter sends; Alt-Enter (or Esc then Enter) inserts a new line.
-- Tab completes backslash (and slash) commands, session ids (with titles) and ``@`` paths;
-  ``@path`` attaches the file to the message sent (:mod:`repl.interactive.attachments`).
-- The bottom toolbar shows the session, mode, context gauge, ``compacting…`` and cost, all
-  learned from the supervisor's events (:class:`~repl.interactive.view.SessionView`).
+- The prompt (history, completion, keys, the toolbar) is :mod:`repl.interactive.prompt`;
+  ``@path`` in a message attaches the file to what is sent
+  (:mod:`repl.interactive.attachments`). The toolbar's view is learned from the
+  supervisor's events (:class:`~repl.interactive.view.SessionView`).
 - During a turn a status line says what runs; Esc or Ctrl-C aborts the turn (the supervisor
   recovers and checkpoints), and text typed meanwhile waits in the next prompt
   (:mod:`repl.interactive.keys`). At the prompt Ctrl-C clears the line, and a second Ctrl-C on
@@ -14,49 +12,43 @@
   session, or the reason for a no (:mod:`repl.interactive.approvals`).
 - SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 end the run cleanly; the supervisor's shutdown saves
   the session, and further signals are ignored until it has ended (repl/signals.py).
-- A new session's greeting and first prompt come before the runtime is imported: its id is
-  made here, and its supervisor is imported and opened once that prompt is drawn (or when a
-  first message is sent); a message or command sent sooner waits for it, and a failure to
-  open ends the run as it did before the prompt. A resumed session opens first: its
-  greeting shows where it was left.
+- A new session's greeting and first prompt come before this module is imported
+  (:mod:`repl.interactive.start`): its store and supervisor are opened once that prompt is
+  drawn (or when a first message is sent); a message or command sent sooner waits for
+  them, and a failure to open ends the run as it did before the prompt. A resumed session
+  opens first: its greeting shows where it was left.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import os
 import sys
+from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from prompt_toolkit import PromptSession
-from prompt_toolkit.formatted_text import FormattedText
-from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
-from prompt_toolkit.patch_stdout import patch_stdout
 
 from actors.core.config import Settings
 from actors.core.errors import HarnessError
 from actors.core.events import ApprovalRequest, Denied, Event, SessionOpened
-from actors.core.ids import new_session_id
-from actors.store import Store
 from repl import startup
 from repl.interactive.command_context import CommandContext, ExitRequested, SwitchSession
-from repl.interactive.completion import HarnessCompleter
 from repl.interactive.markdown import preload
 from repl.interactive.project_files import ProjectFiles
+from repl.interactive.prompt import MainPrompt
 from repl.interactive.render import Renderer
 from repl.interactive.replay import replay_lines
 from repl.interactive.results import ResultLog
 from repl.interactive.sanitize import sanitize
+from repl.interactive.start import greet
 from repl.interactive.terminal import Capabilities
-from repl.interactive.view import SessionView
-from repl.signals import RunSignals, run_signals
+from repl.lazy_store import LazyStore
+from repl.signals import Held, RunSignals, run_signals
 
 if TYPE_CHECKING:
     from actors.runtime.supervisor import Supervisor
@@ -64,8 +56,6 @@ if TYPE_CHECKING:
 
 # What only a turn, a question or a command uses (approvals, attachments, diffs, the keys of
 # a turn, the commands, the pager) is imported there, not before the first prompt.
-
-HISTORY_FILE = "history"
 
 
 class _Barrier:
@@ -75,12 +65,14 @@ class _Barrier:
         self.reached = anyio.Event()
 
 
-def create_history_file(memory_dir: Path) -> Path:
-    """The input history file, created 0600 if missing (before the event loop starts)."""
-    path = memory_dir / HISTORY_FILE
-    if not path.exists():
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
-    return path
+@dataclass(frozen=True)
+class FirstPrompt:
+    """A new session's first prompt, drawn before the REPL was imported
+    (:mod:`repl.interactive.start`): its session's id (greeted), the prompt and its read."""
+
+    session_id: str
+    prompt: MainPrompt
+    reading: asyncio.Task[str]
 
 
 class Repl:
@@ -88,19 +80,22 @@ class Repl:
         self,
         sup: Supervisor | None,
         settings: Settings,
-        store: Store,
+        lazy_store: LazyStore,
         events: MemoryObjectSendStream[Event | _Barrier],
+        prompt: MainPrompt | None = None,
     ) -> None:
         """``sup``: the running supervisor, or None for a new session's, which
-        :meth:`open_new` opens."""
+        :meth:`open_new` opens (with the store, if it is not open yet). ``prompt``: the
+        session's prompt, when it was made (and drawn) before."""
         self.sup = sup
         self.settings = settings
-        self.view = SessionView(budget=settings.max_context_tokens)
+        self.prompt = prompt or MainPrompt(settings, lazy_store)
+        self.view = self.prompt.view
         self.caps = Capabilities.of(sys.stdout)
         self._results = ResultLog()
-        self.renderer = Renderer(self._approve, self._refresh, caps=self.caps,
+        self.renderer = Renderer(self._approve, self.prompt.refresh, caps=self.caps,
                                  results=self._results)
-        self._store = store
+        self._lazy_store = lazy_store
         self._commands: CommandContext | None = None  # made at the first command
         self._opened = anyio.Event()  # the supervisor runs
         self._may_open = anyio.Event()  # a new session's: the first prompt is up, or a
@@ -110,57 +105,25 @@ class Repl:
         self._greeted = ""  # the session greeted before its supervisor opened
         if sup is not None:
             self._opened.set()
-        self._files = ProjectFiles(settings.sandbox_dir, settings.memory_dir, store)
+        self._project_files: ProjectFiles | None = None  # made at the first read
         self._events = events
-        self._exit_armed = False
         self._command: anyio.CancelScope | None = None  # a backslash command being run
         self._leaving = False
         self._keys: TurnKeys | None = None  # during a turn
         self._draft = ""  # text typed during the last turn, for the next prompt
         self._preloading = False  # rich is imported in a thread when the first turn starts
         self.switch_to: str | None = None  # \resume chose another session
-        self.session: PromptSession[str] = PromptSession(
-            history=FileHistory(str(settings.memory_dir / HISTORY_FILE)),
-            completer=HarnessCompleter(lambda: store.list_sessions(include_empty=False),
-                                       settings.sandbox_dir),
-            complete_in_thread=True,  # session ids come from the database
-            multiline=True,
-            key_bindings=self._bindings(),
-            bottom_toolbar=self._toolbar,
-            prompt_continuation="... ",
-            refresh_interval=0.5,
-            enable_history_search=False,
-        )
         self._yes_no: PromptSession[str] | None = None  # made at the first question
-        self.session.default_buffer.on_text_changed += self._disarm_exit
 
-    def _disarm_exit(self, _: object) -> None:
-        self._exit_armed = False
+    @property
+    def _files(self) -> ProjectFiles:
+        """The project as the tools see it (during a turn or a command: the store is open)."""
+        if self._project_files is None:
+            self._project_files = ProjectFiles(self.settings.sandbox_dir,
+                                               self.settings.memory_dir, self._lazy_store.get())
+        return self._project_files
 
-    # -- prompt ---------------------------------------------------------------------------
-
-    def _bindings(self) -> KeyBindings:
-        bindings = KeyBindings()
-
-        @bindings.add("enter")
-        def _send(event: KeyPressEvent) -> None:
-            event.current_buffer.validate_and_handle()
-
-        @bindings.add("escape", "enter")
-        def _newline(event: KeyPressEvent) -> None:
-            event.current_buffer.insert_text("\n")
-
-        @bindings.add("c-c")
-        def _interrupt(event: KeyPressEvent) -> None:
-            buffer = event.current_buffer
-            if not buffer.text and self._exit_armed:
-                event.app.exit(exception=EOFError())
-                return
-            buffer.reset()
-            self._exit_armed = True  # until something is typed; the toolbar says so
-            event.app.invalidate()
-
-        return bindings
+    # -- questions ------------------------------------------------------------------------
 
     def _question_bindings(self) -> KeyBindings:
         bindings = KeyBindings()
@@ -170,22 +133,6 @@ class Repl:
             event.app.exit(exception=KeyboardInterrupt())
 
         return bindings
-
-    def _toolbar(self) -> FormattedText:
-        view = self.view
-        if self._exit_armed:
-            return FormattedText([("", " Press Ctrl-C again (or Ctrl-D) to exit ")])
-        title = " ".join(sanitize(view.title).split())  # the model may have written it
-        parts = [title or view.session_id, self.settings.mode.value, view.context_line()]
-        if view.compacting:
-            parts.append("compacting…")
-        parts.append(f"${view.cost_usd:.4f}")
-        return FormattedText([("", " " + " │ ".join(parts) + " ")])
-
-    def _refresh(self) -> None:
-        app = self.session.app
-        if app.is_running:
-            app.invalidate()
 
     async def _ask(self, question: str) -> str | None:
         """Ask a question; None if it was answered by Ctrl-C, Esc or Ctrl-D (the turn is then
@@ -245,16 +192,20 @@ class Repl:
         return self._running()
 
     async def open_new(self, session_id: str, loop: anyio.CancelScope) -> None:
-        """A new session's supervisor: imported and opened once the first prompt is drawn
-        (or a message is sent), and run until the session's loop is over. A failure to
-        open is kept in :attr:`open_failed` and ends the loop (``loop``)."""
+        """A new session's store (if it is not open yet, in a worker thread) and supervisor:
+        imported and opened once the first prompt is drawn (or a message is sent), and run
+        until the session's loop is over. A failure to open either is kept in
+        :attr:`open_failed` and ends the loop (``loop``)."""
         await self._may_open.wait()
         if self._done.is_set():  # left at once: nothing to open
             return
-        from actors.runtime.supervisor import Supervisor
-
         try:
-            async with Supervisor.open(self.settings, self._store, events=self._events,
+            store = await anyio.to_thread.run_sync(self._lazy_store.get)
+            if self._done.is_set():
+                return
+            from actors.runtime.supervisor import Supervisor
+
+            async with Supervisor.open(self.settings, store, events=self._events,
                                        new_id=session_id) as sup:
                 self.sup = sup
                 self._opened.set()
@@ -285,24 +236,21 @@ class Repl:
                 else:
                     await self.renderer.show(event)
 
-    def greet_new(self, session_id: str) -> None:
-        """A new session's greeting, before its supervisor opens (its toolbar too)."""
+    def greeted(self, session_id: str) -> None:
+        """A new session greeted before its supervisor opened (its toolbar shows it)."""
         self._greeted = self.view.session_id = session_id
-        self._greet(session_id, None)
 
-    def _greet(self, session_id: str, opened: SessionOpened | None) -> None:
-        print(f"Session:          {session_id}")
-        print(f"Model:            {self.settings.model} at {self.settings.base_url}")
-        print(f"Memory directory: {self.settings.memory_dir}")
-        if opened is not None and opened.resumed:
-            print(f"Resumed with {opened.context_messages} messages in context.")
-            for line in replay_lines(opened):  # where you left off, dimmed
-                print(self.caps.style("dim", sanitize(line)))
-        if opened is not None and opened.saved_approvals:
+    def _greet(self, session_id: str, opened: SessionOpened) -> None:
+        more = []
+        if opened.resumed:
+            more.append(f"Resumed with {opened.context_messages} messages in context.")
+            more += [self.caps.style("dim", sanitize(line))  # where you left off, dimmed
+                     for line in replay_lines(opened)]
+        if opened.saved_approvals:
             rules = ", ".join(sanitize(r) for r in opened.saved_approvals)
-            print(f"Standing approvals of the last run are off ({rules}); "
-                  "\\approvals keep turns them back on.")
-        print("Type \\help for commands, Ctrl-D to exit.", flush=True)
+            more.append(f"Standing approvals of the last run are off ({rules}); "
+                        "\\approvals keep turns them back on.")
+        greet(self.settings, session_id, more)
 
     async def drain(self) -> None:
         """Wait until every event sent so far was shown."""
@@ -318,19 +266,25 @@ class Repl:
             self._command.cancel()
         return True
 
-    async def loop(self, first: str | None = None) -> None:
+    async def loop(self, first: str | None = None,
+                   reading: asyncio.Task[str] | None = None) -> None:
+        """Read and run messages and commands until Ctrl-D, ``\\exit`` or ``\\resume``.
+        ``first``: a message sent before any prompt; ``reading``: the first prompt's read,
+        drawn before (then the supervisor may open at once)."""
         if first is not None:  # harness PROMPT: the first message, sent at once
             startup.resume()
             print(f"You: {first}", flush=True)
             await self.turn(first)
+        if reading is not None:
+            self._may_open.set()  # its prompt is on the screen
         while True:
-            self._exit_armed = False
             try:
-                draft, self._draft = self._draft, ""
-                with patch_stdout(raw=True):
-                    text = await self.session.prompt_async("You: ", handle_sigint=False,
-                                                           default=draft,
-                                                           pre_run=self._after_draw)
+                if reading is not None:
+                    drawn, reading = reading, None
+                    text = await drawn
+                else:
+                    draft, self._draft = self._draft, ""
+                    text = await self.prompt.read(draft, self._after_draw)
             except EOFError:
                 return
             except KeyboardInterrupt:
@@ -347,11 +301,12 @@ class Repl:
             await self.turn(text)
 
     def _after_draw(self) -> None:
-        """Called as each prompt starts; once it is drawn (the loop's next step), the start
-        is over (repl/startup.py), or, for a new session, its supervisor is opened (the
-        start is over when it runs)."""
-        loop = asyncio.get_running_loop()
-        loop.call_soon(startup.resume if self.sup is not None else self._may_open.set)
+        """Called once each prompt is drawn: the start is over (repl/startup.py), or, for a
+        new session, its supervisor is opened (the start is over when it runs)."""
+        if self.sup is not None:
+            startup.resume()
+        else:
+            self._may_open.set()
 
     async def command(self, text: str) -> None:
         """Run a backslash command; Ctrl-C stops waiting for it (a compaction then goes on
@@ -384,8 +339,8 @@ class Repl:
 
     async def _command_context(self) -> CommandContext:
         if self._commands is None:
-            self._commands = CommandContext(await self._supervisor(), self._store, self.view,
-                                            self._results,
+            self._commands = CommandContext(await self._supervisor(), self._lazy_store.get(),
+                                            self.view, self._results,
                                             lambda: self.renderer.last_reasoning,
                                             project_root=str(self.settings.sandbox_dir))
         return self._commands
@@ -435,22 +390,23 @@ class Repl:
 
 async def _run_session(
     settings: Settings,
-    store: Store,
+    lazy_store: LazyStore,
     signals: RunSignals,
     resume: str | None,
     continue_latest: bool,
     first: str | None,
+    new: FirstPrompt | None,
 ) -> tuple[str | None, str | None]:
     """One session in the REPL: (its id, the session ``\\resume`` chose to go on with)."""
     send, receive = anyio.create_memory_object_stream[Event | _Barrier](1000)
     if resume is None and not continue_latest:
-        return await _run_new_session(settings, store, signals, send, receive, first)
+        return await _run_new_session(settings, lazy_store, signals, send, receive, first, new)
     from actors.runtime.supervisor import Supervisor
 
     async with Supervisor.open(
-        settings, store, events=send, resume=resume, continue_latest=continue_latest
+        settings, lazy_store.get(), events=send, resume=resume, continue_latest=continue_latest
     ) as sup:
-        repl = Repl(sup, settings, store, send)
+        repl = Repl(sup, settings, lazy_store, send)
         signals.on_interrupt = repl.interrupt
         async with anyio.create_task_group() as tg:
             tg.start_soon(repl.show_events, receive)
@@ -463,18 +419,27 @@ async def _run_session(
 
 async def _run_new_session(
     settings: Settings,
-    store: Store,
+    lazy_store: LazyStore,
     signals: RunSignals,
     send: MemoryObjectSendStream[Event | _Barrier],
     receive: MemoryObjectReceiveStream[Event | _Barrier],
     first: str | None,
+    new: FirstPrompt | None,
 ) -> tuple[str | None, str | None]:
-    """A new session: greeted and prompted for at once, its supervisor opened meanwhile
-    (:meth:`Repl.open_new`); a failure to open ends the run with its error."""
-    repl = Repl(None, settings, store, send)
+    """A new session: greeted and prompted for at once (``new``: that was done before),
+    its store and supervisor opened meanwhile (:meth:`Repl.open_new`); a failure to open
+    ends the run with its error."""
+    if new is None:
+        from actors.core.ids import new_session_id
+
+        repl = Repl(None, settings, lazy_store, send)
+        session_id = new_session_id()
+        greet(settings, session_id)
+    else:
+        repl = Repl(None, settings, lazy_store, send, new.prompt)
+        session_id = new.session_id
+    repl.greeted(session_id)
     signals.on_interrupt = repl.interrupt
-    session_id = new_session_id()
-    repl.greet_new(session_id)
     loop = anyio.CancelScope()
     async with anyio.create_task_group() as session:
         session.start_soon(repl.open_new, session_id, loop)
@@ -482,7 +447,7 @@ async def _run_new_session(
             with loop:
                 async with anyio.create_task_group() as shown:
                     shown.start_soon(repl.show_events, receive)
-                    await repl.loop(first)
+                    await repl.loop(first, new.reading if new is not None else None)
                     shown.cancel_scope.cancel()  # before the shutdown, as for a resume
         finally:
             repl.leave()
@@ -491,55 +456,42 @@ async def _run_new_session(
     return session_id, repl.switch_to
 
 
-async def _main(
+async def main(
     settings: Settings,
-    store: Store,
+    lazy_store: LazyStore,
+    early: Held,
+    *,
     resume: str | None,
     continue_latest: bool,
     first: str | None = None,
+    new: FirstPrompt | None = None,
 ) -> int:
-    # The handlers are installed before the first prompt shows and stay until the
-    # supervisor's shutdown has ended (repl/signals.py).
-    async with run_signals() as signals:
+    """The REPL's run on asyncio's loop, from :func:`repl.interactive.start.run_repl`:
+    sessions one after the other (``\\resume`` switches) until one is left. ``early``: the
+    signals held since the loop started (:func:`repl.signals.held`); ``new``: a new
+    session's first prompt, already drawn."""
+    # The handlers stay until the supervisor's shutdown has ended (repl/signals.py).
+    async with run_signals(early) as signals:
         with signals.scope:  # SIGTERM, SIGHUP, SIGQUIT, SIGUSR1: leave; the shutdown saves
             while True:
                 session_id: str | None = None
                 try:
                     session_id, switch = await _run_session(
-                        settings, store, signals, resume, continue_latest, first)
+                        settings, lazy_store, signals, resume, continue_latest, first, new)
                 finally:
                     if session_id is not None:
-                        await _say_saved(store, session_id)
+                        await _say_saved(lazy_store, session_id)
                 if switch is None:
                     break
-                resume, continue_latest, first = switch, False, None
+                resume, continue_latest, first, new = switch, False, None, None
     return 0
 
 
-async def _say_saved(store: Store, session_id: str) -> None:
-    kept = await anyio.to_thread.run_sync(store.exists, session_id)
+async def _say_saved(lazy_store: LazyStore, session_id: str) -> None:
+    store = lazy_store.opened  # none: the session never began (nothing was typed)
+    kept = store is not None and await anyio.to_thread.run_sync(store.exists, session_id)
     with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
         if kept:
             print(f"Saved session {session_id}.", flush=True)
         else:
             print("Nothing was typed; no session was kept.", flush=True)
-
-
-def run_repl(
-    settings: Settings,
-    store: Store,
-    *,
-    resume: str | None,
-    continue_latest: bool,
-    first: str | None = None,
-) -> int:
-    """The interactive prompt; ``first`` is sent as the first message (``harness PROMPT``)."""
-    if not sys.stdin.isatty():  # pragma: no cover - print mode handles pipes
-        raise SystemExit("harness: the interactive prompt needs a terminal; use -p")
-    create_history_file(settings.memory_dir)
-    # The endpoint is checked in the background while the prompt is shown: its warnings
-    # (not running, model not pulled, context too small) arrive as notices. After the first
-    # answer, the model names the session in the background.
-    settings = dataclasses.replace(settings, preflight=True, auto_title=True)
-    return anyio.run(partial(_main, settings, store, resume, continue_latest, first),
-                     backend="asyncio")

@@ -3,7 +3,8 @@
 
 Every ``\\command`` can be typed ``/command`` too (the habit from other agents). A line
 starting with ``/`` whose first word names no command but holds another ``/`` (``/etc/hosts
-is empty``) is a message, not a command.
+is empty``) is a message, not a command. Their names and what each does are
+:mod:`repl.interactive.command_names`.
 """
 
 from __future__ import annotations
@@ -15,29 +16,9 @@ import anyio
 from actors.core.errors import HarnessError
 from repl import listing
 from repl.interactive.command_context import CommandContext, ExitRequested, Reply
+from repl.interactive.command_names import COMMANDS
 from repl.interactive.sanitize import sanitize
 from repl.session_commands import INFO_RECENT, describe
-
-COMMANDS: dict[str, str] = {
-    "\\help": "show the commands and key bindings",
-    "\\sessions": "this project's sessions with titles and previews (\\sessions --all: every "
-                   "project's)",
-    "\\info": "this session's id, title, counts, compactions and usage (or \\info ID)",
-    "\\title": "\\title TEXT: name this session",
-    "\\compact": "summarise older turns now",
-    "\\fork": "copy this session (or \\fork ID) into a new one; you stay here",
-    "\\rewind": "go back to before a message you typed: the conversation (the rest is kept "
-                "as a fork), the files, or both; \\rewind undo",
-    "\\resume": "pick another session to switch to (or \\resume ID)",
-    "\\pin": "\\pin TEXT: an instruction kept verbatim across compactions",
-    "\\todos": "show the to-do list",
-    "\\result": "show the last tool result whole, paged (or \\result N)",
-    "\\thinking": "show the model's last reasoning whole",
-    "\\approvals": "standing approvals; \\approvals keep (the last run's), \\approvals clear",
-    "\\files": "the files each tool call changed (\\files diff: with the diffs)",
-    "\\exit": "leave (also Ctrl-D)",
-}
-TAKES_SESSION_ID = ("\\info", "\\fork", "\\resume")
 
 KEYS = """\
 Every \\command also works as /command. @path attaches a file (or a directory's file list).

@@ -10,7 +10,7 @@ from typing import Any
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
-from repl.interactive.commands import COMMANDS, TAKES_SESSION_ID
+from repl.interactive.command_names import COMMANDS, TAKES_SESSION_ID
 
 MAX_PATHS = 200
 

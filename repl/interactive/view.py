@@ -3,21 +3,19 @@
 The toolbar, ``\\info`` and ``\\todos`` read a :class:`SessionView`; the event loop of the
 REPL folds every event into it (:meth:`SessionView.apply`) before showing it, so after the
 events of a turn were drained the view describes the session as the turn left it.
+
+A new session's toolbar reads the view before any event came, at the first prompt, which is
+drawn before the events' module (and anyio with it) is imported: :meth:`SessionView.apply`
+imports it with the first event.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from actors.core.events import (
-    ApprovalsChanged,
-    CompactionState,
-    ContextGauge,
-    Event,
-    PlanningChanged,
-    SessionOpened,
-    TitleChanged,
-)
+if TYPE_CHECKING:
+    from actors.core.events import Event
 
 
 @dataclass
@@ -33,18 +31,20 @@ class SessionView:
     saved_approvals: tuple[str, ...] = ()  # the last run's, not in force
 
     def apply(self, event: Event) -> None:
-        if isinstance(event, SessionOpened):
+        from actors.core import events  # after the first prompt (the module docstring)
+
+        if isinstance(event, events.SessionOpened):
             self.session_id, self.title = event.session_id, event.title
             self.approvals, self.saved_approvals = (), event.saved_approvals
-        elif isinstance(event, ContextGauge):
+        elif isinstance(event, events.ContextGauge):
             self.tokens, self.budget, self.cost_usd = event.tokens, event.budget, event.cost_usd
-        elif isinstance(event, CompactionState):
+        elif isinstance(event, events.CompactionState):
             self.compacting = event.running
-        elif isinstance(event, TitleChanged):
+        elif isinstance(event, events.TitleChanged):
             self.title = event.title
-        elif isinstance(event, PlanningChanged):
+        elif isinstance(event, events.PlanningChanged):
             self.todos = event.todos
-        elif isinstance(event, ApprovalsChanged):
+        elif isinstance(event, events.ApprovalsChanged):
             self.approvals = event.rules
 
     def context_line(self) -> str:

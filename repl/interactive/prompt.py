@@ -1,0 +1,156 @@
+"""The REPL's prompt, ``You:``: where a message is typed.
+
+- History in ``<memory-dir>/history`` (0600, made by :func:`create_history_file` before the
+  event loop starts), shared across sessions; Up/Down, Ctrl-R.
+- Enter sends; Alt-Enter (or Esc then Enter) inserts a new line.
+- Tab completes backslash (and slash) commands, session ids (with titles) and ``@`` paths
+  (:mod:`repl.interactive.completion`).
+- Ctrl-C clears the line and arms exit (the toolbar says so); a second Ctrl-C on an empty
+  line exits, like Ctrl-D; typing disarms.
+- The bottom toolbar shows the session, mode, context gauge, ``compacting…`` and cost, from
+  the :class:`~repl.interactive.view.SessionView` the REPL keeps up to date.
+
+Imports prompt_toolkit and nothing of the runtime, anyio or the store: a new session's first
+prompt is drawn with it before the rest of the REPL is imported (:mod:`repl.interactive.start`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.formatted_text import FormattedText
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.patch_stdout import patch_stdout
+
+from actors.core.config import Settings
+from actors.core.errors import HarnessError
+from repl.interactive.completion import HarnessCompleter
+from repl.interactive.sanitize import sanitize
+from repl.interactive.view import SessionView
+
+if TYPE_CHECKING:
+    from repl.lazy_store import LazyStore
+
+HISTORY_FILE = "history"
+PROMPT = "You: "
+
+
+def create_history_file(memory_dir: Path) -> Path:
+    """The input history file, created 0600 if missing (before the event loop starts)."""
+    path = memory_dir / HISTORY_FILE
+    if not path.exists():
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    return path
+
+
+def _listed(lazy_store: LazyStore) -> list[dict[str, Any]]:
+    """The sessions whose ids complete (in a worker thread: a store not open yet is opened
+    here; one that cannot open offers none, and the run ends with its error)."""
+    try:
+        return lazy_store.get().list_sessions(include_empty=False)
+    except HarnessError:
+        return []
+
+
+class MainPrompt:
+    """The prompt of one session in the REPL, and the :attr:`view` its toolbar shows."""
+
+    def __init__(self, settings: Settings, lazy_store: LazyStore) -> None:
+        self.view = SessionView(budget=settings.max_context_tokens)
+        self._mode = settings.mode.value
+        self.exit_armed = False  # Ctrl-C on an empty line exits now (the toolbar says so)
+        self.session: PromptSession[str] = PromptSession(
+            history=FileHistory(str(settings.memory_dir / HISTORY_FILE)),
+            completer=HarnessCompleter(lambda: _listed(lazy_store), settings.sandbox_dir),
+            complete_in_thread=True,  # session ids come from the database
+            multiline=True,
+            key_bindings=self._bindings(),
+            bottom_toolbar=self._toolbar,
+            prompt_continuation="... ",
+            refresh_interval=0.5,
+            enable_history_search=False,
+        )
+        self.session.default_buffer.on_text_changed += self._disarm_exit
+
+    async def read(self, draft: str = "", after_draw: Callable[[], None] | None = None) -> str:
+        """The next message, typed at the prompt (``draft`` already in it). ``after_draw`` is
+        called once the prompt is on the screen (the event loop's next step after its first
+        frame). Raises EOFError for Ctrl-D (or the second Ctrl-C) and KeyboardInterrupt for
+        an interrupt of the prompt. Cancelled, the prompt is closed and nothing is sent."""
+        self.exit_armed = False
+        pre_run = None
+        if after_draw is not None:
+            loop = asyncio.get_running_loop()
+
+            def pre_run() -> None:  # called just before the first frame is drawn
+                loop.call_soon(after_draw)
+
+        with patch_stdout(raw=True):
+            return await self.session.prompt_async(PROMPT, handle_sigint=False, default=draft,
+                                                   pre_run=pre_run)
+
+    async def start_reading(self) -> asyncio.Task[str]:
+        """:meth:`read` in a task of its own, returned once the prompt is on the screen (or
+        the read is over already). Cancelled before that, the read is cancelled too."""
+        drawn = asyncio.get_running_loop().create_future()
+
+        def shown() -> None:
+            if not drawn.done():
+                drawn.set_result(None)
+
+        reading = asyncio.ensure_future(self.read(after_draw=shown))
+        try:
+            await asyncio.wait((reading, drawn), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            reading.cancel()
+            raise
+        return reading
+
+    def refresh(self) -> None:
+        """Redraw the prompt (and its toolbar) if it is shown."""
+        app = self.session.app
+        if app.is_running:
+            app.invalidate()
+
+    def _disarm_exit(self, _: object) -> None:
+        self.exit_armed = False
+
+    def _bindings(self) -> KeyBindings:
+        bindings = KeyBindings()
+
+        @bindings.add("enter")
+        def _send(event: KeyPressEvent) -> None:
+            event.current_buffer.validate_and_handle()
+
+        @bindings.add("escape", "enter")
+        def _newline(event: KeyPressEvent) -> None:
+            event.current_buffer.insert_text("\n")
+
+        @bindings.add("c-c")
+        def _interrupt(event: KeyPressEvent) -> None:
+            buffer = event.current_buffer
+            if not buffer.text and self.exit_armed:
+                event.app.exit(exception=EOFError())
+                return
+            buffer.reset()
+            self.exit_armed = True  # until something is typed; the toolbar says so
+            event.app.invalidate()
+
+        return bindings
+
+    def _toolbar(self) -> FormattedText:
+        view = self.view
+        if self.exit_armed:
+            return FormattedText([("", " Press Ctrl-C again (or Ctrl-D) to exit ")])
+        title = " ".join(sanitize(view.title).split())  # the model may have written it
+        parts = [title or view.session_id, self._mode, view.context_line()]
+        if view.compacting:
+            parts.append("compacting…")
+        parts.append(f"${view.cost_usd:.4f}")
+        return FormattedText([("", " " + " │ ".join(parts) + " ")])
