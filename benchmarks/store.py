@@ -472,6 +472,9 @@ class _Peer:
 
     name = ""
 
+    def __init__(self, work: Path) -> None:
+        self.work = work
+
     def setup(self, n: int, messages: list[dict[str, Any]]) -> None:
         raise NotImplementedError
 
@@ -609,6 +612,10 @@ class AgentsSessionPeer(_Peer):
         self.loop.close()
 
 
+PEERS: dict[str, type[_Peer]] = {cls.name: cls for cls in (
+    FsyncPeer, JsonlPeer, PlainSqlitePeer, AgentsSessionPeer)}
+
+
 class HarnessChild:
     """This store (of one source tree) in a child process, driven line by line, so that two
     trees (before and after a change) are measured in one run, interleaved."""
@@ -681,6 +688,7 @@ def child_main(sizes: tuple[int, ...], work: Path, postgres: str | None) -> int:
     for sid, _ in sessions.values():
         leases.enter_context(store.lease(sid))
     appends = hasattr(store, "append")
+    apply_journal = getattr(store, "apply_journal", None)
     print(json.dumps({"appends": appends}), flush=True)
     for line in sys.stdin:
         words = line.split()
@@ -709,6 +717,8 @@ def child_main(sizes: tuple[int, ...], work: Path, postgres: str | None) -> int:
                             context.extend(new)
                             cold.checkpoint(cold_sid, context, state=states[i % len(states)])
                         samples.append(time.perf_counter() - start)
+                        if hasattr(cold, "apply_journal"):  # between writes, untimed
+                            cold.apply_journal()
                 print(json.dumps({"samples": samples}), flush=True)
             continue
         n = int(words[1])
@@ -724,7 +734,12 @@ def child_main(sizes: tuple[int, ...], work: Path, postgres: str | None) -> int:
                 messages.extend(new)
                 store.checkpoint(sid, messages, state=state)
             seconds = time.perf_counter() - start
-            print(json.dumps({"s": seconds}), flush=True)
+            # What the checkpoint writer does between writes, off the path a turn waits on:
+            # the journal's entry applied to the tables (timed apart).
+            start = time.perf_counter()
+            if apply_journal is not None:
+                apply_journal()
+            print(json.dumps({"s": seconds, "apply": time.perf_counter() - start}), flush=True)
         elif words[0] == "resume":  # a resume in a new store instance, and its first save
             fresh = open_store()
             try:
@@ -762,29 +777,94 @@ def child_main(sizes: tuple[int, ...], work: Path, postgres: str | None) -> int:
     return 0
 
 
+class PeerChild:
+    """One peer in a child process of its own, driven line by line as the trees' stores
+    are (:class:`HarnessChild`): every column of the table pays the same wake-up of a
+    sleeping process before each checkpoint, and is timed inside its own process."""
+
+    def __init__(self, cls: type[_Peer], work: Path, sizes: tuple[int, ...]) -> None:
+        self.name = cls.name
+        argv = [sys.executable, __file__, "--peer-child", cls.__name__, "--workdir",
+                str(work), "--sizes", ",".join(map(str, sizes))]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, cwd=REPO)
+        self.ready = json.loads(self._line())
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.name} child ended early")
+        return line
+
+    def ask(self, *words: object) -> Any:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(" ".join(map(str, words)) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self._line())
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.ask("quit")
+        self.proc.wait(timeout=60)
+
+
+def peer_child_main(name: str, sizes: tuple[int, ...], work: Path) -> int:
+    """A peer's child: set up every size, then answer ``ckpt N I`` (the seconds of one
+    checkpoint), ``hop`` (SQLiteSession's thread hop) and ``quit``."""
+    cls = next(c for c in PEERS.values() if c.__name__ == name)
+    try:
+        peer = cls(work)
+    except ImportError as exc:
+        print(json.dumps({"missing": str(exc)}), flush=True)
+        return 0
+    gen = TextGen(SEED)
+    for n in sizes:
+        peer.setup(n, gen.conversation(n))
+    pairs = [gen.call_pair() for _ in range(64)]
+    states = [gen.state(step) for step in range(1, 64)]
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if words[0] == "quit":
+            print("{}", flush=True)
+            break
+        if words[0] == "hop":
+            hop = peer.thread_hop() if isinstance(peer, AgentsSessionPeer) else None
+            print(json.dumps({"s": hop}), flush=True)
+            continue
+        n, i = int(words[1]), int(words[2])
+        new, state = pairs[i % len(pairs)], states[i % len(states)]
+        start = time.perf_counter()
+        peer.checkpoint(n, new, state)
+        print(json.dumps({"s": time.perf_counter() - start}), flush=True)
+    peer.close()
+    return 0
+
+
 def bench_peers(cfg: Config, work: Path, trees: list[tuple[str, Path]],
                 postgres: str | None) -> dict[str, Any]:
-    """Checkpoints of every store at every size, interleaved round by round; resumes."""
-    gen = TextGen(SEED)
-    peers: list[_Peer] = [FsyncPeer(work), JsonlPeer(work), PlainSqlitePeer(work)]
-    try:
-        peers.append(AgentsSessionPeer(work))
-    except ImportError:
-        _log("the Agents SDK is not installed (pip install -e '.[bench]'): column left out")
+    """Checkpoints of every store at every size, interleaved round by round; resumes. Every
+    store and every peer runs in a child process of its own (:class:`HarnessChild`,
+    :class:`PeerChild`)."""
     _log(f"setup: sessions of {', '.join(f'{n:,}' for n in cfg.sizes)} messages, per store")
     children = [HarnessChild(tree, label, work, cfg.sizes) for label, tree in trees]
     if postgres:  # every tree on PostgreSQL too, so that a change is seen on both backends
         children += [HarnessChild(tree, f"{label}, PostgreSQL", work, cfg.sizes, postgres)
                      for label, tree in trees]
-    for n in cfg.sizes:
-        messages = gen.conversation(n)
-        for peer in peers:
-            peer.setup(n, messages)
-    pairs = [gen.call_pair() for _ in range(64)]
-    states = [gen.state(step) for step in range(1, 64)]
+    peers: list[PeerChild] = []
+    for cls in PEERS.values():
+        peer = PeerChild(cls, work, cfg.sizes)
+        if "missing" in peer.ready:
+            _log("the Agents SDK is not installed (pip install -e '.[bench]'): column left out")
+            peer.close()
+        else:
+            peers.append(peer)
     names = [c.label for c in children] + [p.name for p in peers]
     samples: dict[str, dict[int, list[float]]] = {name: {n: [] for n in cfg.sizes}
                                                   for name in names}
+    applies: dict[str, dict[int, list[float]]] = {c.label: {n: [] for n in cfg.sizes}
+                                                  for c in children}
     # Round-robin over sizes and stores alike, so that a change in the machine's load falls
     # on every column and every size, and the growth figures compare like with like.
     _log(f"checkpoints at {', '.join(f'{n:,}' for n in cfg.sizes)} messages: "
@@ -792,14 +872,12 @@ def bench_peers(cfg: Config, work: Path, trees: list[tuple[str, Path]],
     for i in range(cfg.checkpoints + 1):  # round 0 is a warm-up, not counted
         for n in cfg.sizes:
             for child in children:
-                seconds = child.ask("ckpt", n, i)["s"]
+                answer = child.ask("ckpt", n, i)
                 if i:
-                    samples[child.label][n].append(seconds)
+                    samples[child.label][n].append(answer["s"])
+                    applies[child.label][n].append(answer.get("apply", 0.0))
             for peer in peers:
-                new, state = pairs[i % len(pairs)], states[i % len(states)]
-                start = time.perf_counter()
-                peer.checkpoint(n, new, state)
-                seconds = time.perf_counter() - start
+                seconds = peer.ask("ckpt", n, i)["s"]
                 if i:
                     samples[peer.name][n].append(seconds)
     largest = cfg.sizes[-1]
@@ -810,7 +888,8 @@ def bench_peers(cfg: Config, work: Path, trees: list[tuple[str, Path]],
             resumes[child.label].append(child.ask("resume", largest))
     cold = {c.label: _stats(r["samples"]) for c in children
             if (r := c.ask("cold", cfg.checkpoints)).get("samples")}
-    hop = next((p.thread_hop() for p in peers if isinstance(p, AgentsSessionPeer)), None)
+    hop = next((p.ask("hop")["s"] for p in peers
+                if p.name == AgentsSessionPeer.name), None)
     appends = {c.label: c.ready["appends"] for c in children}
     for child in children:
         child.close()
@@ -824,6 +903,9 @@ def bench_peers(cfg: Config, work: Path, trees: list[tuple[str, Path]],
                            for key in ("load", "first", "record")}
                    for label, runs in resumes.items()},
         "thread_hop_s": hop,
+        "applies": {label: {n: _stats(s) for n, s in by_n.items()}
+                    for label, by_n in applies.items() if any(x for v in by_n.values()
+                                                              for x in v)},
         "cold": cold,
         "appends": appends,
     }
@@ -857,6 +939,12 @@ def render_peers(result: dict[str, Any], cfg: Config) -> str:
         lines.append(f"\n(SQLiteSession's add_items also hops to a worker thread: "
                      f"{_fmt(result['thread_hop_s'])} here, not counted above; so does "
                      "this store's checkpoint writer.)")
+    for label, by_n in result.get("applies", {}).items():
+        cells = ", ".join(f"{_fmt(st['median'])} / {_fmt(st['mean'])} / {_fmt(st['p95'])} at "
+                          f"{n:,}" for n, st in by_n.items())
+        lines.append(f"\n{label}: applying the checkpoint's journal row to the tables, which "
+                     "the checkpoint writer does between writes (after it answered; not in the "
+                     f"figures above), median / mean / p95: {cells}.")
     for label, st in result["cold"].items():
         lines.append(f"\n{label}, a cold WAL (a store no other connection has open, its first "
                      f"{st['n']} checkpoints after opening, at {small:,} messages): "
@@ -979,7 +1067,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-reads", action="store_true",
                         help="only the checkpoints and the resume (no listing or search)")
     parser.add_argument("--child", metavar="SIZES", help=argparse.SUPPRESS)
+    parser.add_argument("--peer-child", metavar="CLASS", help=argparse.SUPPRESS)
+    parser.add_argument("--sizes", metavar="SIZES", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.peer_child:
+        return peer_child_main(args.peer_child, tuple(int(n) for n in args.sizes.split(",")),
+                               args.workdir)
     if args.child:
         return child_main(tuple(int(n) for n in args.child.split(",")), args.workdir,
                           args.postgres)

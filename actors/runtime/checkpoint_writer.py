@@ -9,8 +9,11 @@ so a checkpoint is never half-applied by an abort; the caller may stop waiting, 
 lands. When the writer is cancelled, writes still queued are refused (their callers get
 :class:`ActorGone`), never run; a batch of indexing under way finishes in its thread.
 
-The search index follows the checkpoints: a checkpoint commits its messages marked "not yet
-indexed", and the writer indexes them between writes (see :func:`run_checkpoint_writer`).
+The tables follow the checkpoints: on SQLite an append is one journal row, applied to the
+tables in a transaction of its own (:mod:`actors.store._journal`), which the writer runs
+as soon as no write waits, before the next write would; and the search index follows the
+tables: a checkpoint commits its messages marked "not yet indexed", and the writer indexes
+them between writes (see :func:`run_checkpoint_writer`).
 
 Errors: the store translates its own failures into the hierarchy (a :class:`StorageError` for a
 full disk, a :class:`ContextConflict`...); the writer answers with that exception object and
@@ -59,8 +62,9 @@ async def run_checkpoint_writer(
 ) -> None:
     """Serve writes until every sender of ``inbox`` is closed.
 
-    Between writes it keeps the search index caught up (:meth:`Store.index_pending`, one
-    batch per worker-thread call): once the inbox has been idle for
+    Between writes it applies the journal's entries (:meth:`Store.apply_journal`) as soon
+    as no write waits, then keeps the search index caught up (:meth:`Store.index_pending`,
+    one batch per worker-thread call): once the inbox has been idle for
     :data:`INDEX_IDLE_SECONDS`, or right after a write that left :data:`INDEX_BACKLOG`
     messages unindexed, so a checkpoint never waits for more than one batch. When the
     inbox closes it catches up for at most :data:`FINAL_INDEX_SECONDS`; what is left stays
@@ -85,6 +89,8 @@ async def run_checkpoint_writer(
                         f"The checkpoint writer failed ({type(exc).__name__}: {exc})."
                     )
                 await answer(write.reply, result)
+            if store.journaled:
+                await anyio.to_thread.run_sync(store.apply_journal)
             with anyio.move_on_after(FINAL_INDEX_SECONDS):
                 while store.unindexed and not await _index_some(store):
                     pass
@@ -97,22 +103,41 @@ async def run_checkpoint_writer(
 
 
 async def _next_write(store: Store, inbox: MemoryObjectReceiveStream[Write]) -> Write | None:
-    """The next write (None once every sender closed), indexing while none comes."""
+    """The next write (None once every sender closed), applying the journal and indexing
+    while none comes. A batch of the index starts once the inbox has been idle
+    :data:`INDEX_IDLE_SECONDS` since the last write was answered (applying the journal is
+    part of that time: a write arriving after it waits for that one batch), or at once
+    after a write that left :data:`INDEX_BACKLOG` messages to index; between the batches of
+    a backlog, a write waiting goes first."""
+    idle_from = anyio.current_time()
+    while store.journaled:
+        try:
+            return inbox.receive_nowait()
+        except anyio.WouldBlock:
+            pass
+        except anyio.EndOfStream:
+            return None
+        if not await anyio.to_thread.run_sync(store.apply_journal):
+            break  # it cannot be applied now (a full disk): the next write tries, or fails
+    batch_now = store.unindexed >= INDEX_BACKLOG  # at once, after the write that made it
     while store.unindexed:
-        if store.unindexed < INDEX_BACKLOG:
-            with anyio.move_on_after(INDEX_IDLE_SECONDS):
+        if not batch_now:
+            if store.unindexed >= INDEX_BACKLOG:  # between batches, a write waiting first
                 try:
-                    return await inbox.receive()
+                    return inbox.receive_nowait()
+                except anyio.WouldBlock:
+                    pass
                 except anyio.EndOfStream:
                     return None
-        else:
-            try:
-                return inbox.receive_nowait()
-            except anyio.WouldBlock:
-                pass
-            except anyio.EndOfStream:
-                return None
+            elif anyio.current_time() < idle_from + INDEX_IDLE_SECONDS:
+                with anyio.move_on_at(idle_from + INDEX_IDLE_SECONDS):
+                    try:
+                        return await inbox.receive()
+                    except anyio.EndOfStream:
+                        return None
+        batch_now = False
         await _index_some(store)
+        idle_from = anyio.current_time()
     try:
         return await inbox.receive()
     except anyio.EndOfStream:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from actors.core.errors import (
     AmbiguousSessionId,
     ContextConflict,
     CorruptSession,
+    HarnessError,
     SessionLocked,
     SessionNotFound,
     StorageError,
@@ -53,7 +55,15 @@ from actors.core.messages import (
 from actors.core.previews import latest_user_text, one_line, own_user_text
 from actors.core.stored import StoredMessages
 from actors.core.titles import SOURCES, provisional_title
-from actors.store import _branches, _portability, _rows, _search, _survivors, _write_ahead
+from actors.store import (
+    _branches,
+    _journal,
+    _portability,
+    _rows,
+    _search,
+    _survivors,
+    _write_ahead,
+)
 from actors.store._extend import ContextCache, Extension, SavedContext, appended, extension
 from actors.store._parts import Backend, Conn
 from actors.store._records import (
@@ -128,6 +138,46 @@ def _repaired(messages: StoredMessages, notice: Callable[[str], str]) -> StoredM
     return StoredMessages(apply_plan(messages, plan, notice).messages) if plan else messages
 
 
+def _state_text(state: dict[str, Any] | None) -> str | None:
+    """A state as the session row stores it (None: no state given)."""
+    return None if state is None else _rows.dump_state(state)
+
+
+def _typed(plain: Iterable[Message]) -> list[str]:
+    """What the user typed in these messages (not blank), in order: the listing's counts,
+    its preview and the provisional title follow it."""
+    return [t for m in plain if (t := own_user_text(m)) is not None and t.strip()]
+
+
+def _after(row: AppendRow, plain: Sequence[Message], status: str | None) -> AppendRow:
+    """The session's counters once ``plain`` is appended to ``row``'s (what
+    :meth:`Store._write_delta` writes)."""
+    added, typed = len(plain), _typed(plain)
+    return row._replace(
+        context_len=row.context_len + added,
+        transcript_len=row.transcript_len + added,
+        branch_seq=None if added else row.branch_seq,
+        user_messages=row.user_messages + len(typed),
+        title_source=row.title_source or ("provisional" if typed else ""),
+        status=status or row.status,
+    )
+
+
+def _check_at(session_id: str, row: AppendRow, at: int) -> None:
+    """:class:`ContextConflict` unless the store holds exactly ``at`` messages."""
+    if row.context_len != at:
+        raise ContextConflict(
+            f"Context changed unexpectedly for session '{session_id}' ({at} messages "
+            f"known saved, {row.context_len} saved); only compaction may replace it."
+        )
+
+
+_JOURNAL_ROW = (
+    f"SELECT {', '.join(AppendRow._fields)}, EXISTS (SELECT 1 FROM journal"
+    " WHERE journal.session_rid = sessions.rid) FROM sessions WHERE id = ?"
+)
+
+
 def _check_status(status: str) -> None:
     if status not in STATUSES:
         raise UsageError(f"Unknown status {status!r}; use one of {', '.join(STATUSES)}.")
@@ -154,6 +204,13 @@ class Store:
         self.index = backend.index
         self.import_warnings: list[str] = list(backend.warnings)
         self._contexts = ContextCache()
+        # The journal (actors.store._journal; SQLite): this instance's entries not applied
+        # yet, oldest first, with their rows' text; the hook that applies them.
+        self._journal = backend.journal
+        self._pending: list[tuple[str, _journal.Entry]] = []
+        self._settling = False
+        if self._journal:
+            self.db.settle = self._settle
         # Messages this instance left for the indexer since it last found nothing pending
         # (1 at first: look once for what an earlier process left). A hint, not the truth:
         # the database's ``index_pending`` rows are.
@@ -167,7 +224,13 @@ class Store:
         return self.db.location
 
     def close(self) -> None:
-        """Close the connections (idempotent). Leases held stay held until released."""
+        """Close the connections (idempotent), this instance's journal entries applied first
+        when they can be (else the next store to open applies them). Leases held stay held
+        until released."""
+        if self._pending:
+            with contextlib.suppress(HarnessError):
+                self.apply_journal()
+            self._pending.clear()  # what is left stays in the journal's table
         self.db.close()
         self.leases.close()
 
@@ -252,36 +315,39 @@ class Store:
         """Write the delta of ``incoming`` over the saved context inside ``conn``'s
         transaction; the caller commits the returned :class:`Extension` after COMMIT."""
         delta = extension(self._saved(conn, row, session_id), incoming, session_id)
-        self._write_delta(conn, row, delta, planned_calls=planned_calls, state=state,
-                          status=status)
+        self._write_delta(conn, row, delta.new_plain, delta.new_texts,
+                          planned_calls=planned_calls, state=_state_text(state), status=status)
         return delta
 
     def _write_delta(
         self,
         conn: Conn,
         row: AppendRow,
-        delta: Extension,
+        plain: Sequence[Message],
+        texts: Sequence[str],
         *,
         planned_calls: bool,
-        state: dict[str, Any] | None = None,
+        state: str | None = None,
         status: str | None = None,
+        at: str | None = None,
     ) -> None:
-        """The rows of ``delta``, appended after the ``row.context_len`` saved messages: the
-        transcript, context and write-ahead rows, then one ``UPDATE`` of the session row (its
-        counters, ``updated_at``, the state when given: written whether or not it changed,
-        since the row is rewritten for the counters anyway)."""
+        """The rows of the messages ``plain`` (stored as ``texts``), appended after the
+        ``row.context_len`` saved messages: the transcript, context and write-ahead rows,
+        then one ``UPDATE`` of the session row (its counters, ``updated_at`` (``at``, else
+        now), the state's stored JSON when given: written whether or not it changed, since
+        the row is rewritten for the counters anyway)."""
         n = row.context_len
-        added = len(delta.new_texts)
+        added = len(texts)
         self.unindexed += added
         self.index.mark_pending(conn, _rows.insert_messages(
-            conn, row.rid, row.transcript_len, n, delta.new_plain, delta.new_texts,
+            conn, row.rid, row.transcript_len, n, plain, texts,
             planned_calls=planned_calls, follows=row.branch_seq,
         ))
         sets = "context_len = ?, transcript_len = ?, updated_at = ?"
-        args: list[Any] = [n + added, row.transcript_len + added, timestamp()]
+        args: list[Any] = [n + added, row.transcript_len + added, at or timestamp()]
         if added and row.branch_seq is not None:
             sets += ", branch_seq = NULL"
-        typed = [t for m in delta.new_plain if (t := own_user_text(m)) is not None and t.strip()]
+        typed = _typed(plain)
         if typed:
             sets += ", user_messages = ?, preview = ?"
             args += [row.user_messages + len(typed), one_line(typed[-1])]
@@ -296,7 +362,7 @@ class Store:
                 ))
         if state is not None:
             sets += ", state = ?"
-            args.append(_rows.dump_state(state))
+            args.append(state)
         if status is not None and status != row.status:
             sets += ", status = ?"
             args.append(status)
@@ -386,21 +452,122 @@ class Store:
         check_session_id(session_id)
         if status is not None:
             _check_status(status)
+        if self._journal:
+            number = self._append_journaled(session_id, messages, at, state=state,
+                                            planned_calls=planned_calls, status=status)
+            if number is not None:
+                return number
         with self._existing_lease(session_id), self.db.write(session_id) as conn:
             row = _rows.append_row(conn, session_id)
-            if row.context_len != at:
-                raise ContextConflict(
-                    f"Context changed unexpectedly for session '{session_id}' ({at} messages "
-                    f"known saved, {row.context_len} saved); only compaction may replace it."
-                )
+            _check_at(session_id, row, at)
             saved = self._contexts.cached(session_id, rid=row.rid,
                                           version=row.context_version, length=at)
             delta = appended(saved, messages)
-            self._write_delta(conn, row, delta, planned_calls=planned_calls, state=state,
+            self._write_delta(conn, row, delta.new_plain, delta.new_texts,
+                              planned_calls=planned_calls, state=_state_text(state),
                               status=status)
         if saved is None:
             self._contexts.forget(session_id)
         return row.transcript_len + delta.commit()
+
+    # -- the journal (actors.store._journal) ----------------------------------------------
+
+    def _append_journaled(
+        self, session_id: str, messages: Sequence[Any], at: int, *,
+        state: dict[str, Any] | None, planned_calls: bool, status: str | None,
+    ) -> int | None:
+        """:meth:`append` as one journal row (None: the session has entries another store
+        instance left, which the direct path applies first)."""
+        if not self.leases.is_held_here(session_id):  # else held by the caller's run
+            with self._existing_lease(session_id):
+                return self._append_journaled(session_id, messages, at, state=state,
+                                              planned_calls=planned_calls, status=status)
+        with self.db.write(session_id, settled=False) as conn:
+            row = self._journal_row(conn, session_id)
+            if row is None:
+                return None
+            _check_at(session_id, row, at)
+            saved = self._contexts.cached(session_id, rid=row.rid,
+                                          version=row.context_version, length=at)
+            delta = appended(saved, messages)
+            state_text, when = _state_text(state), time.time()
+            text = _journal.encode(session_id, row, delta.new_texts, state_text, status,
+                                   planned_calls, when)
+            jid: int | None = getattr(conn.execute(
+                "INSERT INTO journal (session_rid, entry) VALUES (?, ?)", (row.rid, text)
+            ), "lastrowid", None)  # a journal is SQLite's
+        assert jid is not None
+        self._pending.append((text, _journal.Entry(
+            jid, session_id, row, delta.new_plain, delta.new_texts, state_text, status,
+            planned_calls, when)))
+        if saved is None:
+            self._contexts.forget(session_id)
+        return row.transcript_len + delta.commit()
+
+    def _journal_row(self, conn: Conn, session_id: str) -> AppendRow | None:
+        """The session's counters as its journal leaves them: after this instance's latest
+        entry not applied yet, else as stored; None when entries of another instance wait."""
+        for _, entry in reversed(self._pending):
+            if entry.session_id == session_id:
+                return _after(entry.before, entry.plain, entry.status)
+        found = conn.execute(_JOURNAL_ROW, (session_id,)).fetchone()
+        if found is None:
+            raise SessionNotFound(session_id)
+        return None if found[-1] else AppendRow._make(found[:-1])
+
+    @property
+    def journaled(self) -> int:
+        """Entries this instance journaled and has not applied yet."""
+        return len(self._pending)
+
+    def apply_journal(self) -> bool:
+        """Apply the journal's entries now (the checkpoint writer calls it between writes;
+        any transaction would first); True when none of this instance's is left. A failure
+        (a full disk) leaves them for the next transaction to apply, or to fail on."""
+        with self.db.read():  # its settle hook applies them (a failure: read what is)
+            pass
+        return not self._pending
+
+    def _settle(self) -> None:
+        """The database's hook, in its lock before every transaction but a journal row's
+        own: apply this instance's entries, then those anyone else left, oldest first."""
+        if self._settling:
+            return
+        self._settling = True
+        try:
+            while self._pending:
+                text, entry = self._pending[0]
+                self._apply(entry, text)
+                del self._pending[0]
+            with self.db.read() as conn:
+                left = conn.execute("SELECT jid, entry FROM journal ORDER BY jid").fetchall()
+            for jid, text in left:
+                self._apply(_journal.decode(jid, text), text)
+        finally:
+            self._settling = False
+
+    def _apply(self, entry: _journal.Entry, text: str) -> None:
+        """Write ``entry`` into the tables and delete its row, in one durable transaction:
+        unless its row is gone or holds another entry (applied by someone else already)."""
+        with self.db.write() as conn:
+            found = conn.execute("SELECT entry FROM journal WHERE jid = ?",
+                                 (entry.jid,)).fetchone()
+            if found is None or found[0] != text:
+                return
+            conn.execute("DELETE FROM journal WHERE jid = ?", (entry.jid,))
+            try:
+                row = _rows.append_row(conn, entry.session_id)
+            except SessionNotFound:  # deleted since: its checkpoints went with it
+                return
+            before = entry.before
+            if (row.rid, row.context_version, row.context_len, row.transcript_len) != (
+                before.rid, before.context_version, before.context_len, before.transcript_len
+            ):
+                raise CorruptSession(entry.session_id, "a checkpoint in the journal does not "
+                                     f"follow the saved session; {self.db.damage_hint}")
+            self._write_delta(conn, row, entry.plain, entry.texts,
+                              planned_calls=entry.planned_calls, state=entry.state,
+                              status=entry.status, at=entry.updated_at)
 
     def mark_started(self, session_id: str, call_ids: Iterable[str]) -> None:
         """Durably record that these tool calls are about to start (write-ahead).

@@ -25,13 +25,16 @@ Tables (one database file, ``<memory-dir>/sessions.sqlite3``):
                   the rows after it are the indexer's to do (a checkpoint writes no mark).
 ``message_session`` the session of each indexed message (mid -> session rid), written by
                   the indexer, read by search to count matches per session.
+``journal``       checkpoints not applied to the tables above yet: an append commits one
+                  row here, and applying it writes its rows and deletes it
+                  (actors.store._journal).
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 MIGRATION_LISTINGS = """
     ALTER TABLE sessions ADD COLUMN title_source TEXT NOT NULL DEFAULT '';
@@ -157,6 +160,16 @@ _MIGRATIONS: dict[int, str] = {
     DELETE FROM index_pending;
     DROP INDEX IF EXISTS transcript_session_of;
     DROP INDEX IF EXISTS sessions_project;
+    """,
+    # A checkpoint that appends is one row here first, the tables following in a
+    # transaction of its own that deletes it (actors.store._journal). No index: the table
+    # holds the few entries not applied yet.
+    8: """
+    CREATE TABLE IF NOT EXISTS journal (
+        jid         INTEGER PRIMARY KEY,
+        session_rid INTEGER NOT NULL,
+        entry       TEXT    NOT NULL
+    );
     """,
 }
 
