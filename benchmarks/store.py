@@ -53,7 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -616,20 +616,14 @@ PEERS: dict[str, type[_Peer]] = {cls.name: cls for cls in (
     FsyncPeer, JsonlPeer, PlainSqlitePeer, AgentsSessionPeer)}
 
 
-class HarnessChild:
-    """This store (of one source tree) in a child process, driven line by line, so that two
-    trees (before and after a change) are measured in one run, interleaved."""
+class _Child:
+    """A program of this benchmark in a child process, answering one JSON line per line
+    it is sent; its first line says it is ready."""
 
-    def __init__(self, tree: Path, label: str, work: Path, sizes: tuple[int, ...],
-                 postgres: str | None = None) -> None:
+    def __init__(self, label: str, argv: list[str], cwd: Path, env: Mapping[str, str]) -> None:
         self.label = label
-        argv = [sys.executable, __file__, "--child", ",".join(map(str, sizes)),
-                "--workdir", str(work)]
-        if postgres:
-            argv += ["--postgres", postgres]
-        env = {**os.environ, "PYTHONPATH": str(tree)}
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env, cwd=tree)
+                                     text=True, env=dict(env), cwd=cwd)
         self.ready = json.loads(self._line())
 
     def _line(self) -> str:
@@ -649,6 +643,19 @@ class HarnessChild:
         with contextlib.suppress(Exception):
             self.ask("quit")
         self.proc.wait(timeout=60)
+
+
+class HarnessChild(_Child):
+    """This store (of one source tree) in a child process, driven line by line, so that two
+    trees (before and after a change) are measured in one run, interleaved."""
+
+    def __init__(self, tree: Path, label: str, work: Path, sizes: tuple[int, ...],
+                 postgres: str | None = None) -> None:
+        argv = [sys.executable, __file__, "--child", ",".join(map(str, sizes)),
+                "--workdir", str(work)]
+        if postgres:
+            argv += ["--postgres", postgres]
+        super().__init__(label, argv, tree, {**os.environ, "PYTHONPATH": str(tree)})
 
 
 def child_main(sizes: tuple[int, ...], work: Path, postgres: str | None) -> int:
@@ -777,36 +784,16 @@ def child_main(sizes: tuple[int, ...], work: Path, postgres: str | None) -> int:
     return 0
 
 
-class PeerChild:
+class PeerChild(_Child):
     """One peer in a child process of its own, driven line by line as the trees' stores
     are (:class:`HarnessChild`): every column of the table pays the same wake-up of a
     sleeping process before each checkpoint, and is timed inside its own process."""
 
     def __init__(self, cls: type[_Peer], work: Path, sizes: tuple[int, ...]) -> None:
         self.name = cls.name
-        argv = [sys.executable, __file__, "--peer-child", cls.__name__, "--workdir",
-                str(work), "--sizes", ",".join(map(str, sizes))]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, cwd=REPO)
-        self.ready = json.loads(self._line())
-
-    def _line(self) -> str:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the {self.name} child ended early")
-        return line
-
-    def ask(self, *words: object) -> Any:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(" ".join(map(str, words)) + "\n")
-        self.proc.stdin.flush()
-        return json.loads(self._line())
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.ask("quit")
-        self.proc.wait(timeout=60)
+        super().__init__(cls.name, [sys.executable, __file__, "--peer-child", cls.__name__,
+                                    "--workdir", str(work), "--sizes",
+                                    ",".join(map(str, sizes))], REPO, os.environ)
 
 
 def peer_child_main(name: str, sizes: tuple[int, ...], work: Path) -> int:

@@ -111,24 +111,18 @@ async def _next_write(store: Store, inbox: MemoryObjectReceiveStream[Write]) -> 
     a backlog, a write waiting goes first."""
     idle_from = anyio.current_time()
     while store.journaled:
-        try:
-            return inbox.receive_nowait()
-        except anyio.WouldBlock:
-            pass
-        except anyio.EndOfStream:
-            return None
+        taken, write = _waiting(inbox)
+        if taken:
+            return write
         if not await anyio.to_thread.run_sync(store.apply_journal):
             break  # it cannot be applied now (a full disk): the next write tries, or fails
     batch_now = store.unindexed >= INDEX_BACKLOG  # at once, after the write that made it
     while store.unindexed:
         if not batch_now:
             if store.unindexed >= INDEX_BACKLOG:  # between batches, a write waiting first
-                try:
-                    return inbox.receive_nowait()
-                except anyio.WouldBlock:
-                    pass
-                except anyio.EndOfStream:
-                    return None
+                taken, write = _waiting(inbox)
+                if taken:
+                    return write
             elif anyio.current_time() < idle_from + INDEX_IDLE_SECONDS:
                 with anyio.move_on_at(idle_from + INDEX_IDLE_SECONDS):
                     try:
@@ -142,6 +136,17 @@ async def _next_write(store: Store, inbox: MemoryObjectReceiveStream[Write]) -> 
         return await inbox.receive()
     except anyio.EndOfStream:
         return None
+
+
+def _waiting(inbox: MemoryObjectReceiveStream[Write]) -> tuple[bool, Write | None]:
+    """``(True, the write waiting)``, ``(True, None)`` once every sender closed, or
+    ``(False, None)`` when no write waits."""
+    try:
+        return True, inbox.receive_nowait()
+    except anyio.WouldBlock:
+        return False, None
+    except anyio.EndOfStream:
+        return True, None
 
 
 async def _index_some(store: Store) -> bool:
