@@ -12,7 +12,13 @@ Run from the repository root::
   memory directory of the runs before (a user's start: the store and the workspace's
   database exist; each run's empty session is removed as it exits); the time from the spawn
   until ``You:`` is on the screen after the greeting. Beside it, the floor:
-  ``python -c "print('You:')"`` in the same pseudo-terminal.
+  ``python -c "print('You:')"`` in the same pseudo-terminal. The REPL runs in a project
+  directory of its own, which does not hold the memory directory, as a user's project does
+  not: one that holds it makes the session's open print a notice above the prompt (the
+  project directory contains the harness's state), and the first-answer figure below would
+  then carry what printing it costs (it held a message sent just after it up to 0.2 s,
+  prompt_toolkit's pause between writes) instead of the start's. That case is a row of its
+  own (the last of the REPL's).
 * **REPL to the first prompt: CPU time and modules**: the same start, run through a driver
   that notes, the moment prompt_toolkit has drawn the first frame, the process's CPU time
   (user + system, Python's own start included) and how many modules are loaded
@@ -26,6 +32,10 @@ Run from the repository root::
   screen and the prompt is back: what a start costs when something is asked at once (the
   session's open, the SDK's import and client, the request), whatever of it the prompt no
   longer waits for.
+* **REPL: a message sent as a notice shows, to its answer**: the same start in a directory
+  that holds the memory directory, so the session's open prints its notice above the
+  prompt; a message sent the moment the notice is on the screen, timed from that moment
+  until its answer is on the screen and the prompt is back.
 * **--list-sessions at 2,000 sessions**: the whole process, ``python -m repl --list-sessions``
   over a store of 2,000 saved sessions (four messages each), until it exits.
 * **--resume of a 20,000-message session** (``--resume-messages``): the REPL resuming a session
@@ -115,6 +125,7 @@ sys.argv = ["harness", *sys.argv[1:]]
 sys.exit(main())
 """
 GREETING_END = "Ctrl-D to exit."  # a resume's replay holds "You:" lines before the prompt
+NOTICE = "contains the harness's state directory"  # a project directory that holds it
 
 
 def _screen_tail(child: pexpect.spawn) -> str:
@@ -123,11 +134,12 @@ def _screen_tail(child: pexpect.spawn) -> str:
 
 
 def _timed_in_pty(argv: list[str], env: dict[str, str], cwd: Path,
-                  drive: Callable[[pexpect.spawn, Callable[[str], None]], None]) -> float:
+                  drive: Callable[[pexpect.spawn, Callable[[str], None]], float | None]
+                  ) -> float:
     """Seconds from spawning ``argv`` in a pseudo-terminal until ``drive(child, waiting)``
-    returns (it calls ``waiting(what)`` before each wait, for the failure's message); then
-    Ctrl-D, and the process must end. :class:`Failed` if either does not happen within its
-    timeout."""
+    returns (counted instead from the ``time.perf_counter()`` it returns, if any; it calls
+    ``waiting(what)`` before each wait, for the failure's message); then Ctrl-D, and the
+    process must end. :class:`Failed` if either does not happen within its timeout."""
     start = time.perf_counter()
     child = pexpect.spawn(argv[0], argv[1:], env=env, cwd=str(cwd), encoding="utf-8",
                           timeout=20, dimensions=(40, 160))
@@ -137,8 +149,8 @@ def _timed_in_pty(argv: list[str], env: dict[str, str], cwd: Path,
         waited[0] = what
 
     try:
-        drive(child, waiting)
-        seconds = time.perf_counter() - start
+        since = drive(child, waiting)
+        seconds = time.perf_counter() - (start if since is None else since)
         waiting("the process to end after Ctrl-D")
         child.sendcontrol("d")
         child.expect(pexpect.EOF, timeout=60)  # a resumed session saves on the way out
@@ -192,6 +204,27 @@ def to_answer(argv: list[str], env: dict[str, str], cwd: Path) -> float:
         waiting("the answer")
         child.expect_exact(ANSWER)
         child.expect_exact(PROMPT)
+
+    return _timed_in_pty(argv, env, cwd, drive)
+
+
+def after_notice(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Seconds from sending a message the moment the start's notice (``cwd`` holds the
+    memory directory) is on the screen above the prompt until its answer is on the screen
+    and the prompt is back; then Ctrl-D."""
+
+    def drive(child: pexpect.spawn, waiting: Callable[[str], None]) -> float:
+        waiting("the prompt")
+        child.expect_exact(GREETING_END)
+        child.expect_exact(PROMPT)
+        waiting("the notice")
+        child.expect_exact(NOTICE)
+        sent = time.perf_counter()
+        child.send("ping\r")
+        waiting("the answer")
+        child.expect_exact(ANSWER)
+        child.expect_exact(PROMPT)
+        return sent
 
     return _timed_in_pty(argv, env, cwd, drive)
 
@@ -339,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     trees = [REPO, *(t.resolve() for t in args.tree)]
     samples: dict[str, dict[str, list[float]]] = {
         str(t): {key: [] for key in (
-            "prompt", "cpu", "modules", "first", "answer", "list", "resume", "rss", "p",
+            "prompt", "cpu", "modules", "first", "answer", "notice", "list", "resume", "rss", "p",
             "p_rss", "in_resume", "in_turn", "p_big", "p_rss_big", "in_resume_big",
             "in_turn_big")} for t in trees}
     counted: dict[str, dict[str, int]] = {}
@@ -396,19 +429,21 @@ def main(argv: list[str] | None = None) -> int:
                 kept = work / f"kept-{trees.index(tree)}" / "memory"  # made by the warm-up
                 kept.mkdir(parents=True, exist_ok=True)
                 prompt = take(run, label, "REPL to the first prompt", partial(
-                    to_prompt, repl, _env(tree, kept), work))
+                    to_prompt, repl, _env(tree, kept), project))
                 got = take(run, label, "CPU to the first prompt", partial(
                     noted, [python, "-c", _DRAWN, "--base-url", server.base_url],
-                    _env(tree, kept), work, work / "note"))
+                    _env(tree, kept), project, work / "note"))
                 if run >= 0 and got is not None:
                     samples[str(tree)]["cpu"].append(got[0])
                     samples[str(tree)]["modules"].append(got[1])
                 fresh = work / f"fresh-{run}-{trees.index(tree)}" / "memory"
                 fresh.mkdir(parents=True)
                 first = take(run, label, "REPL to the first prompt, first start", partial(
-                    to_prompt, repl, _env(tree, fresh), work))
+                    to_prompt, repl, _env(tree, fresh), project))
                 answer = take(run, label, "REPL to its first answer", partial(
-                    to_answer, repl, _env(tree, kept), work))
+                    to_answer, repl, _env(tree, kept), project))
+                notice = take(run, label, "a message sent as a notice shows", partial(
+                    after_notice, repl, _env(tree, kept), work))  # work holds ``kept``
                 listing = take(run, label, "--list-sessions", partial(
                     whole_process, [python, "-m", "repl", "--list-sessions"],
                     _env(tree, listed[tree]), work))
@@ -419,6 +454,8 @@ def main(argv: list[str] | None = None) -> int:
                         samples[str(tree)]["first"].append(first)
                     if answer is not None:
                         samples[str(tree)]["answer"].append(answer)
+                    if notice is not None:
+                        samples[str(tree)]["notice"].append(notice)
                     if listing is not None:
                         samples[str(tree)]["list"].append(listing)
                 if tree in big and run in (-1, 0, 1, 2):  # a few: each rewrites the session
@@ -481,6 +518,8 @@ def main(argv: list[str] | None = None) -> int:
           + " | ".join(cell(t, "first", "ms") for t in trees) + " | |")
     print("| REPL to its first answer (a message sent at the prompt) | "
           + " | ".join(cell(t, "answer", "ms") for t in trees) + " | |")
+    print("| REPL: a message sent as a notice shows above the prompt, to its answer | "
+          + " | ".join(cell(t, "notice", "ms") for t in trees) + " | |")
     print(f"| --list-sessions, {SESSIONS:,} sessions (whole process) | "
           + " | ".join(cell(t, "list", "ms") for t in trees) + " | |")
     if args.resume_messages:

@@ -393,8 +393,21 @@ def _store_after_the_prompt(args: argparse.Namespace, settings: Settings) -> boo
     return (args.prompt is None and args.initial is None and args.resume is None
             and not args.continue_
             and not any(getattr(args, c) not in (None, False) for c in _SESSION_COMMANDS)
-            and (settings.store_url or "").strip() in ("", "sqlite")
+            and _on_sqlite(settings.store_url)
             and sys.stdin.isatty() and settings.memory_dir.is_dir())
+
+
+def _on_sqlite(url: str | None) -> bool:
+    """Whether the store setting names SQLite, by the store's rule
+    (:func:`actors.store.is_sqlite_url`). No setting (None: the default, SQLite in the
+    memory directory, as :class:`Settings` has it) is answered without importing the store;
+    a setting given (``--store``, ``$AGENT_HARNESS_STORE``) imports the store's modules to
+    read it, which its open (before the prompt or after) needs next anyway."""
+    if url is None:
+        return True
+    from actors.store import is_sqlite_url
+
+    return is_sqlite_url(url)
 
 
 def _memory_dir(args: argparse.Namespace) -> Path:

@@ -15,7 +15,7 @@ from typing import TextIO
 
 from actors.core.config import Settings
 from actors.core.errors import StorageError
-from actors.store import Store, export_session, open_store, to_markdown
+from actors.store import Store, export_session, is_sqlite_url, open_store, to_markdown
 from actors.workspace import ObjectStore, open_objects
 from actors.workspace._calls import call_lines, calls_changing_files
 from actors.workspace._diff import Trees, diff, unified
@@ -107,8 +107,8 @@ def doctor_snapshots(settings: Settings, *, repair: bool, out: TextIO | None = N
     """``--doctor``'s workspace lines; with ``--repair`` a collection first. 1 when the
     workspace store cannot be read."""
     out = out or sys.stdout
-    sqlite = settings.store_url is None or settings.store_url.strip() in ("", "sqlite")
-    if sqlite and not (settings.memory_dir / "workspace" / "objects.sqlite3").exists():
+    objects_file = settings.memory_dir / "workspace" / "objects.sqlite3"
+    if is_sqlite_url(settings.store_url) and not objects_file.exists():
         print("Workspace snapshots: none yet.", file=out)
         return 0
     try:

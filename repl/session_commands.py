@@ -24,6 +24,7 @@ from actors.store import (
     Store,
     export_session,
     import_paths,
+    is_sqlite_url,
     open_store,
     to_markdown,
 )
@@ -229,7 +230,7 @@ def doctor(
     """
     from actors.store.sqlite import doctor as checks
 
-    if store_url is not None and store_url.strip() not in ("", "sqlite"):
+    if store_url is not None and not is_sqlite_url(store_url):
         return doctor_shared(memory_dir, store_url, repair=repair, out=out)
 
     try:

@@ -164,3 +164,88 @@ def test_reasoning_is_one_dimmed_line_and_thinking_shows_it_whole(
         term.expect(PROMPT)
         assert reasoning in term.screen_text()
         assert term.exit() == 0
+
+
+# Runs the harness with prompt_toolkit's stdout proxy (what the REPL prints while its prompt
+# is shown goes through it, written above the prompt by the proxy's flush thread) observed:
+# its writes above a running prompt, each close (on the event loop, when the prompt is
+# done), and any pause the flush thread takes between writes. Such a pause is made to last
+# until a close begins: the close waits for the flush thread, so a paused thread holds the
+# event loop for as long as the pause (prompt_toolkit's default is 0.2 s).
+OBSERVED = """
+import os, sys, threading, time
+import prompt_toolkit.patch_stdout as patched
+
+def note(line):
+    with open(os.environ["PROXY_LOG"], "a") as log:
+        log.write(line + "\\n")
+
+closing = threading.Event()
+
+class Clock:
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+    @staticmethod
+    def sleep(seconds):
+        if seconds > 0:
+            closing.wait()
+            note(f"pause of {seconds} s, waited for by a close")
+        else:
+            time.sleep(seconds)
+
+patched.time = Clock()
+write_and_flush, close = patched.StdoutProxy._write_and_flush, patched.StdoutProxy.close
+
+def observed_write(self, loop, text):
+    if loop is not None:
+        note("write above the prompt")
+    write_and_flush(self, loop, text)
+
+def observed_close(self):
+    closing.set()
+    close(self)
+    closing.clear()
+    note("close")
+
+patched.StdoutProxy._write_and_flush = observed_write
+patched.StdoutProxy.close = observed_close
+from repl.__main__ import main
+sys.argv = ["harness", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+def test_a_notice_above_the_prompt_does_not_hold_the_message_sent_next(
+    tmp_path: Path, memory_dir: Path
+) -> None:
+    """A notice printed above the prompt (here the start's: the project directory holds the
+    memory directory) goes through the stdout proxy, whose flush thread must not pause
+    after it: the prompt's close, when the message is sent, waits for that thread on the
+    event loop, and the message would wait as long."""
+    memory_dir.mkdir(mode=0o700)  # in the project directory: a notice after the prompt
+    log = tmp_path / "proxy.log"
+    log.touch()
+    env = {**os.environ, "AGENT_HARNESS_MEMORY_DIR": str(memory_dir), "PYTHONPATH": str(REPO),
+           "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "OPENAI_API_KEY": "test",
+           "PROXY_LOG": str(log)}
+    env.pop("AGENT_HARNESS_STORE", None)
+    with ScriptedServer([Reply("Pong.")]) as server:
+        child = pexpect.spawn(sys.executable, ["-c", OBSERVED, "--base-url", server.base_url],
+                              env=env, cwd=str(tmp_path), encoding="utf-8", timeout=15,
+                              dimensions=(40, 160))
+        try:
+            child.expect_exact("Ctrl-D to exit.")
+            child.expect_exact(PROMPT)
+            child.expect_exact("contains the harness's state directory")
+            child.send("ping\r")
+            child.expect_exact("Pong.")
+            child.expect_exact(PROMPT)
+            child.sendcontrol("d")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+    assert child.exitstatus == 0
+    events = log.read_text().splitlines()
+    assert "write above the prompt" in events and "close" in events  # what is observed
+    assert [event for event in events if event.startswith("pause")] == []

@@ -108,6 +108,23 @@ def test_a_new_session_is_prompted_for_before_its_supervisor_opens(
     assert info.user_messages == 1 and info.project_root == str(project)
 
 
+def test_a_store_setting_naming_no_store_is_a_usage_mistake_before_the_prompt(
+    started: Any, memory_dir: Path
+) -> None:
+    """A ``--store`` that is neither SQLite's nor a PostgreSQL URL is not SQLite by the
+    store's rule: the store is opened first, its one line said before any prompt, exit 2."""
+    memory_dir.mkdir(mode=0o700)
+    with ScriptedServer([]) as server:
+        screen = started("--store", "mysql://db/team", "--base-url", server.base_url)
+        screen.expect(r"harness: Unknown session store 'mysql'")
+        screen.expect(pexpect.EOF)
+        screen.child.close()
+        assert screen.child.exitstatus == 2
+        shown = screen.log.getvalue()
+        assert "Session:" not in shown and PROMPT not in shown and "Traceback" not in shown
+        assert not server.requests
+
+
 def test_a_new_session_that_cannot_be_created_ends_the_run_with_one_line(
     started: Any, memory_dir: Path
 ) -> None:
@@ -131,16 +148,19 @@ def test_a_new_session_that_cannot_be_created_ends_the_run_with_one_line(
         assert not server.requests
 
 
+@pytest.mark.parametrize("store", [None, "sqlite", " "])
 def test_a_store_that_cannot_open_ends_a_new_sessions_run_with_one_line(
-    started: Any, memory_dir: Path
+    started: Any, memory_dir: Path, store: str | None
 ) -> None:
     """A new session's store is opened after its first prompt is drawn (the memory
     directory exists): a database that is not one ends the run there, with the store's one
-    line and exit status 1, as a session that cannot be created does."""
+    line and exit status 1, as a session that cannot be created does. So it is with a
+    ``--store`` that names SQLite by the store's rule (actors.store.is_sqlite_url)."""
     memory_dir.mkdir(mode=0o700)
     (memory_dir / "sessions.sqlite3").write_bytes(b"not a database, " * 64)
+    given = [] if store is None else ["--store", store]
     with ScriptedServer([]) as server:
-        screen = started("--base-url", server.base_url)
+        screen = started(*given, "--base-url", server.base_url)
         screen.ready()
         screen.expect(r"harness: The session store \S+sessions\.sqlite3 is damaged")
         screen.expect(pexpect.EOF)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from actors.store._branches import UserMessage
-from actors.store._factory import open_store
+from actors.store._factory import is_sqlite_url, open_store
 from actors.store._portability import export_session, import_paths
 from actors.store._records import (
     FORMAT_VERSION,
@@ -58,6 +58,7 @@ __all__ = [
     "UserMessage",
     "export_session",
     "import_paths",
+    "is_sqlite_url",
     "open_store",
     "timestamp",
     "to_markdown",

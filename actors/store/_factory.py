@@ -1,4 +1,4 @@
-"""Choosing the backend: ``open_store(memory_dir, url)``.
+"""Choosing the backend: ``open_store(memory_dir, url)``, and :func:`is_sqlite_url`.
 
 No URL (or ``sqlite``) is the embedded SQLite store in the memory directory; a
 ``postgresql://`` (or ``postgres://``) URL is the shared PostgreSQL store, imported only then
@@ -17,6 +17,13 @@ from actors.store.sqlite import SqliteStore
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
+def is_sqlite_url(url: str | None) -> bool:
+    """Whether the store setting ``url`` (``--store``, ``$AGENT_HARNESS_STORE``) names the
+    embedded SQLite store in the memory directory: None, empty or blank, or "sqlite".
+    Anything else is a PostgreSQL URL or names no store (:func:`open_store` says which)."""
+    return url is None or url.strip() in ("", "sqlite")
+
+
 def open_store(
     memory_dir: str | os.PathLike[str], url: str | None = None, *, import_legacy: bool = True
 ) -> Store:
@@ -25,8 +32,9 @@ def open_store(
     Raises :class:`UsageError` for a URL of another kind or when psycopg is not installed,
     :class:`StorageError` when the database cannot be reached.
     """
-    if url is None or url.strip() in ("", "sqlite"):
+    if is_sqlite_url(url):
         return SqliteStore(memory_dir, import_legacy=import_legacy)
+    assert url is not None  # None is SQLite
     if url.startswith(POSTGRES_SCHEMES):
         try:
             from actors.store.postgres import PostgresStore

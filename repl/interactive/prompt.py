@@ -9,6 +9,8 @@
   line exits, like Ctrl-D; typing disarms.
 - The bottom toolbar shows the session, mode, context gauge, ``compacting…`` and cost, from
   the :class:`~repl.interactive.view.SessionView` the REPL keeps up to date.
+- What is printed while the prompt is shown (a notice) is written above it
+  (:func:`above_the_prompt`).
 
 Imports prompt_toolkit and nothing of the runtime, anyio or the store: a new session's first
 prompt is drawn with it before the rest of the REPL is imported (:mod:`repl.interactive.start`).
@@ -17,16 +19,18 @@ prompt is drawn with it before the rest of the REPL is imported (:mod:`repl.inte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
-from prompt_toolkit.patch_stdout import patch_stdout
+from prompt_toolkit.patch_stdout import StdoutProxy
 
 from actors.core.config import Settings
 from actors.core.errors import HarnessError
@@ -47,6 +51,27 @@ def create_history_file(memory_dir: Path) -> Path:
     if not path.exists():
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
     return path
+
+
+@contextlib.contextmanager
+def above_the_prompt() -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` written above the prompt while it is shown:
+    prompt_toolkit's ``patch_stdout(raw=True)``, with no pause between writes.
+
+    Its proxy's flush thread writes each line on the event loop (``run_in_terminal``: the
+    prompt erased, the text written, the prompt drawn again) and then sleeps 0.2 s by
+    default, to bundle a burst of small writes into one redraw; the proxy's close, when the
+    prompt is done, joins that thread on the event loop. A message sent within 0.2 s of a
+    notice held the loop, and so the message, for the rest of the pause. What the REPL
+    prints above its prompt is a few whole lines (notices), so the pause bundles nothing;
+    without it the close is immediate. Writes stay in order (prompt_toolkit chains them)."""
+    with StdoutProxy(sleep_between_writes=0, raw=True) as proxy:
+        stdout, stderr = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = cast(TextIO, proxy)
+        try:
+            yield
+        finally:
+            sys.stdout, sys.stderr = stdout, stderr
 
 
 def _listed(lazy_store: LazyStore) -> list[dict[str, Any]]:
@@ -91,7 +116,7 @@ class MainPrompt:
             def pre_run() -> None:  # called just before the first frame is drawn
                 loop.call_soon(after_draw)
 
-        with patch_stdout(raw=True):
+        with above_the_prompt():
             return await self.session.prompt_async(PROMPT, handle_sigint=False, default=draft,
                                                    pre_run=pre_run)
 
