@@ -229,17 +229,24 @@ def after_notice(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     return _timed_in_pty(argv, env, cwd, drive)
 
 
-def whole_process(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+def whole_process(argv: list[str], env: dict[str, str], cwd: Path,
+                  lines: int = 0) -> float:
+    """Seconds of the whole process; ``lines``: how many lines it must print at least (a
+    listing that shows nothing costs nothing)."""
     start = time.perf_counter()
     try:
-        done = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, timeout=60)
+        done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
+                              timeout=60)
     except subprocess.TimeoutExpired:
         raise Failed(f"{' '.join(argv[1:])}: timed out after 60 s") from None
+    seconds = time.perf_counter() - start
     if done.returncode:
         raise Failed(f"{' '.join(argv[1:])} failed ({done.returncode}): "
                      f"{done.stderr.strip()[-300:]}")
-    return time.perf_counter() - start
+    if len(done.stdout.splitlines()) < lines:
+        raise Failed(f"{' '.join(argv[1:])} printed {len(done.stdout.splitlines())} lines, "
+                     f"not {lines}")
+    return seconds
 
 
 _POPULATE = """
@@ -247,7 +254,7 @@ import sys
 from actors.store import SqliteStore
 store = SqliteStore(sys.argv[1])
 for i in range(int(sys.argv[2])):
-    store.create_session(title=f"Session {i}", messages=[
+    store.create_session(title=f"Session {i}", project_root=sys.argv[3], messages=[
         {"role": "user", "content": f"Question {i} about the parser."},
         {"role": "assistant", "content": f"Answer {i}."},
         {"role": "user", "content": "And the tests?"},
@@ -353,9 +360,11 @@ def print_turn(argv: list[str], env: dict[str, str], cwd: Path,
     return seconds, int(rss_file.read_text().split()[-1])
 
 
-def populate(tree: Path, memory: Path) -> None:
-    """A store of :data:`SESSIONS` sessions, written by ``tree``'s own code (its schema)."""
-    subprocess.run([sys.executable, "-c", _POPULATE, str(memory), str(SESSIONS)],
+def populate(tree: Path, memory: Path, project: Path) -> None:
+    """A store of :data:`SESSIONS` sessions of ``project``, written by ``tree``'s own code
+    (its schema)."""
+    subprocess.run([sys.executable, "-c", _POPULATE, str(memory), str(SESSIONS),
+                    str(project.resolve())],
                    env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree, check=True,
                    timeout=600)
 
@@ -399,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             listed[tree] = work / f"listed-{n}" / "memory"
             listed[tree].mkdir(parents=True)
             print(f"setup: {SESSIONS:,} sessions ({tree})", file=sys.stderr)
-            populate(tree, listed[tree])
+            populate(tree, listed[tree], work)  # sessions of the directory it is listed in
         big: dict[Path, tuple[Path, str]] = {}
         project = work / "project"
         project.mkdir()
@@ -446,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
                     after_notice, repl, _env(tree, kept), work))  # work holds ``kept``
                 listing = take(run, label, "--list-sessions", partial(
                     whole_process, [python, "-m", "repl", "--list-sessions"],
-                    _env(tree, listed[tree]), work))
+                    _env(tree, listed[tree]), work, lines=SESSIONS))
                 if run >= 0:
                     if prompt is not None:
                         samples[str(tree)]["prompt"].append(prompt)
