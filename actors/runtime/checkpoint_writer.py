@@ -11,9 +11,9 @@ lands. When the writer is cancelled, writes still queued are refused (their call
 
 The tables follow the checkpoints: on SQLite an append is one journal row, applied to the
 tables in a transaction of its own (:mod:`actors.store._journal`), which the writer runs
-as soon as no write waits, before the next write would; and the search index follows the
-tables: a checkpoint commits its messages marked "not yet indexed", and the writer indexes
-them between writes (see :func:`run_checkpoint_writer`).
+when it is idle (every other transaction of the store applies them first); and the search
+index follows the tables: a checkpoint commits its messages marked "not yet indexed", and
+the writer indexes them between writes (see :func:`run_checkpoint_writer`).
 
 Errors: the store translates its own failures into the hierarchy (a :class:`StorageError` for a
 full disk, a :class:`ContextConflict`...); the writer answers with that exception object and
@@ -49,6 +49,8 @@ class Write:
     taken: anyio.Event | None = None
 
 
+APPLY_IDLE_SECONDS = 0.02  # the journal's entries are applied after this long without a write
+APPLY_BACKLOG = 32  # ... or once this many wait, as soon as no write waits
 INDEX_IDLE_SECONDS = 0.05  # the search index catches up after this long without a write
 INDEX_BACKLOG = 64  # ... or at once after a write, when this many messages wait for it
 FINAL_INDEX_SECONDS = 1.0  # what catching up may add to a clean exit (the rest waits)
@@ -62,9 +64,11 @@ async def run_checkpoint_writer(
 ) -> None:
     """Serve writes until every sender of ``inbox`` is closed.
 
-    Between writes it applies the journal's entries (:meth:`Store.apply_journal`) as soon
-    as no write waits, then keeps the search index caught up (:meth:`Store.index_pending`,
-    one batch per worker-thread call): once the inbox has been idle for
+    Between writes it applies the journal's entries (:meth:`Store.apply_journal`, all of
+    them in one transaction) once the inbox has been idle :data:`APPLY_IDLE_SECONDS`, or
+    :data:`APPLY_BACKLOG` entries wait; then it keeps the search index caught up
+    (:meth:`Store.index_pending`, one batch per worker-thread call): once the inbox has
+    been idle for
     :data:`INDEX_IDLE_SECONDS`, or right after a write that left :data:`INDEX_BACKLOG`
     messages unindexed, so a checkpoint never waits for more than one batch. When the
     inbox closes it catches up for at most :data:`FINAL_INDEX_SECONDS`; what is left stays
@@ -103,34 +107,41 @@ async def run_checkpoint_writer(
 
 
 async def _next_write(store: Store, inbox: MemoryObjectReceiveStream[Write]) -> Write | None:
-    """The next write (None once every sender closed), applying the journal and indexing
-    while none comes. A batch of the index starts once the inbox has been idle
-    :data:`INDEX_IDLE_SECONDS` since the last write was answered (applying the journal is
-    part of that time: a write arriving after it waits for that one batch), or at once
-    after a write that left :data:`INDEX_BACKLOG` messages to index; between the batches of
-    a backlog, a write waiting goes first."""
+    """The next write (None once every sender closed), doing the background work while none
+    comes: first the journal's entries applied (:meth:`Store.apply_journal`), then the
+    search index's batches (:meth:`Store.index_pending`).
+
+    Each starts once the inbox has been idle long enough since the last write was answered
+    (:data:`APPLY_IDLE_SECONDS`, :data:`INDEX_IDLE_SECONDS`: while a turn is writing, its
+    writes go first), or at once after a write that left a backlog (:data:`APPLY_BACKLOG`
+    entries, :data:`INDEX_BACKLOG` messages); between the rounds of a backlog, a write
+    waiting goes first. A write that comes during a round waits for that round only."""
     idle_from = anyio.current_time()
-    while store.journaled:
-        taken, write = _waiting(inbox)
-        if taken:
-            return write
-        if not await anyio.to_thread.run_sync(store.apply_journal):
-            break  # it cannot be applied now (a full disk): the next write tries, or fails
-    batch_now = store.unindexed >= INDEX_BACKLOG  # at once, after the write that made it
-    while store.unindexed:
-        if not batch_now:
-            if store.unindexed >= INDEX_BACKLOG:  # between batches, a write waiting first
+    first = True
+    while store.journaled or store.unindexed:
+        journal = bool(store.journaled)
+        if journal:
+            backlog, idle = store.journaled >= APPLY_BACKLOG, APPLY_IDLE_SECONDS
+        else:
+            backlog, idle = store.unindexed >= INDEX_BACKLOG, INDEX_IDLE_SECONDS
+        if backlog:
+            if not first:
                 taken, write = _waiting(inbox)
                 if taken:
                     return write
-            elif anyio.current_time() < idle_from + INDEX_IDLE_SECONDS:
-                with anyio.move_on_at(idle_from + INDEX_IDLE_SECONDS):
-                    try:
-                        return await inbox.receive()
-                    except anyio.EndOfStream:
-                        return None
-        batch_now = False
-        await _index_some(store)
+        elif anyio.current_time() < idle_from + idle:
+            with anyio.move_on_at(idle_from + idle):
+                try:
+                    return await inbox.receive()
+                except anyio.EndOfStream:
+                    return None
+            continue  # idle long enough: look again at what is left (a reader may have done it)
+        first = False
+        if journal:
+            if not await anyio.to_thread.run_sync(store.apply_journal):
+                break  # it cannot be applied now (a full disk): the next write tries, or fails
+        else:
+            await _index_some(store)
         idle_from = anyio.current_time()
     try:
         return await inbox.receive()

@@ -530,44 +530,54 @@ class Store:
 
     def _settle(self) -> None:
         """The database's hook, in its lock before every transaction but a journal row's
-        own: apply this instance's entries, then those anyone else left, oldest first."""
+        own: apply every entry the journal holds (this instance's, and any another left),
+        oldest first, in one durable transaction."""
         if self._settling:
             return
         self._settling = True
         try:
-            while self._pending:
-                text, entry = self._pending[0]
-                self._apply(entry, text)
-                del self._pending[0]
             with self.db.read() as conn:
-                left = conn.execute("SELECT jid, entry FROM journal ORDER BY jid").fetchall()
-            for jid, text in left:
-                self._apply(_journal.decode(jid, text), text)
+                rows = conn.execute("SELECT jid, entry FROM journal ORDER BY jid").fetchall()
+            stuck: CorruptSession | None = None
+            if rows:
+                own = {entry.jid: (text, entry) for text, entry in self._pending}
+                with self.db.write() as conn:
+                    for jid, text in rows:
+                        mine = own.get(jid)
+                        try:
+                            entry = (mine[1] if mine is not None and mine[0] == text
+                                     else _journal.decode(jid, text))
+                            self._apply(conn, entry, text)
+                        except CorruptSession as exc:  # those before it are applied
+                            stuck = exc
+                            break
+            if stuck is not None:
+                raise stuck
+            self._pending.clear()  # applied now, or by someone else before
         finally:
             self._settling = False
 
-    def _apply(self, entry: _journal.Entry, text: str) -> None:
-        """Write ``entry`` into the tables and delete its row, in one durable transaction:
+    def _apply(self, conn: Conn, entry: _journal.Entry, text: str) -> None:
+        """Write ``entry`` into the tables and delete its row, in ``conn``'s transaction:
         unless its row is gone or holds another entry (applied by someone else already)."""
-        with self.db.write() as conn:
-            found = conn.execute("SELECT entry FROM journal WHERE jid = ?",
-                                 (entry.jid,)).fetchone()
-            if found is None or found[0] != text:
-                return
+        found = conn.execute("SELECT entry FROM journal WHERE jid = ?", (entry.jid,)).fetchone()
+        if found is None or found[0] != text:
+            return
+        try:
+            row = _rows.append_row(conn, entry.session_id)
+        except SessionNotFound:  # deleted since: its checkpoints went with it
             conn.execute("DELETE FROM journal WHERE jid = ?", (entry.jid,))
-            try:
-                row = _rows.append_row(conn, entry.session_id)
-            except SessionNotFound:  # deleted since: its checkpoints went with it
-                return
-            before = entry.before
-            if (row.rid, row.context_version, row.context_len, row.transcript_len) != (
-                before.rid, before.context_version, before.context_len, before.transcript_len
-            ):
-                raise CorruptSession(entry.session_id, "a checkpoint in the journal does not "
-                                     f"follow the saved session; {self.db.damage_hint}")
-            self._write_delta(conn, row, entry.plain, entry.texts,
-                              planned_calls=entry.planned_calls, state=entry.state,
-                              status=entry.status, at=entry.updated_at)
+            return
+        before = entry.before
+        if (row.rid, row.context_version, row.context_len, row.transcript_len) != (
+            before.rid, before.context_version, before.context_len, before.transcript_len
+        ):
+            raise CorruptSession(entry.session_id, "a checkpoint in the journal does not "
+                                 f"follow the saved session; {self.db.damage_hint}")
+        conn.execute("DELETE FROM journal WHERE jid = ?", (entry.jid,))
+        self._write_delta(conn, row, entry.plain, entry.texts,
+                          planned_calls=entry.planned_calls, state=entry.state,
+                          status=entry.status, at=entry.updated_at)
 
     def mark_started(self, session_id: str, call_ids: Iterable[str]) -> None:
         """Durably record that these tool calls are about to start (write-ahead).
