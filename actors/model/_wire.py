@@ -50,6 +50,7 @@ CLOSE_SECONDS = 2
 DRAIN_SECONDS = 0.25  # what reading the body's end after [DONE] may take ...
 DRAIN_READS = 16  # ... and how many reads it may make
 MAX_JSON_BODY = 16 * 1024 * 1024
+JOINED_BODY = 1024 * 1024  # bytes: a request body up to this size is sent joined
 
 
 async def stream_chat(
@@ -69,8 +70,11 @@ async def stream_chat(
     # unless told the length), as every server reads a body. Nothing here retries; a retry
     # of ours sends the body again, and it iterates from its start.
     client = connection.http
+    # A body up to JOINED_BODY goes joined, in one write (~0.1 ms to join 500 KB; each
+    # chunk sent is a trip through the HTTP stack); a longer one as its chunks.
+    content: Body | bytes = bytes(body) if len(body) <= JOINED_BODY else body
     request = client.build_request(
-        "POST", connection.chat_url, content=body,
+        "POST", connection.chat_url, content=content,
         headers={**connection.headers, "Content-Length": str(len(body))},
     )
     try:
