@@ -195,11 +195,16 @@ class EventSink:
         return self._stream is not None
 
     async def send(self, event: Event) -> bool:
-        """Send ``event``; False when nobody listens (then or any more)."""
+        """Send ``event``; False when nobody listens (then or any more). An event the
+        buffer has room for is handed over without a trip through the event loop (a turn
+        sends dozens); a full buffer is waited for, cancellably."""
         if self._stream is None:
             return False
         try:
-            await self._stream.send(event)
+            try:
+                self._stream.send_nowait(event)
+            except anyio.WouldBlock:
+                await self._stream.send(event)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._stream = None
             return False

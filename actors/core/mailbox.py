@@ -33,13 +33,18 @@ async def ask(
     An answer that is a :class:`HarnessError` is raised here; a closed inbox or a reply
     stream closed without an answer raises :class:`ActorGone`.
 
-    Cancellation: waiting is cancellable like any await; the actor still answers into a
-    closed stream, which it ignores.
+    Cancellation: waiting for the answer is cancellable like any await (a request the inbox
+    has room for is handed over at once, with no await before it); the actor still answers
+    into a closed stream, which it ignores.
     """
     reply_send, reply_receive = anyio.create_memory_object_stream[R | HarnessError](1)
     async with reply_receive:
         try:
-            await inbox.send(make_request(reply_send))
+            request = make_request(reply_send)
+            try:  # room in the inbox: handed over without a trip through the event loop
+                inbox.send_nowait(request)
+            except anyio.WouldBlock:
+                await inbox.send(request)
         except BaseException as exc:  # cancelled, or the actor is gone: nobody will answer
             reply_send.close()
             if isinstance(exc, anyio.BrokenResourceError | anyio.ClosedResourceError):
@@ -58,7 +63,9 @@ async def answer(reply: MemoryObjectSendStream[R], result: R) -> bool:
     """Send the one answer and close ``reply``; False if the caller stopped waiting."""
     async with reply:
         try:
-            await reply.send(result)
+            reply.send_nowait(result)  # a reply stream holds its one answer
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             return False
+        except anyio.WouldBlock:
+            await reply.send(result)
     return True

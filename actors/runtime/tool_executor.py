@@ -292,6 +292,7 @@ class ToolExecutor:
         name = str(function.get("name", ""))
         raw = function.get("arguments") or "{}"
         running.call_id, running.started_at, running.context = call_id, None, None
+        await anyio.lowlevel.checkpoint()  # a call of a cancelled turn is never announced
         await self._events.send(ToolCallStarted(call_id, name, str(raw)))
         outcome = await self._finished(
             await self._prepare_and_run(call, name, raw, running, answer_saved))
