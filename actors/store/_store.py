@@ -524,6 +524,8 @@ class Store:
         """Apply the journal's entries now (the checkpoint writer calls it between writes;
         any transaction would first); True when none of this instance's is left. A failure
         (a full disk) leaves them for the next transaction to apply, or to fail on."""
+        if not self._journal:
+            return True
         with self.db.read():  # its settle hook applies them (a failure: read what is)
             pass
         return not self._pending
