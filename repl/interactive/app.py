@@ -38,6 +38,7 @@ from actors.core.errors import HarnessError
 from actors.core.events import ApprovalRequest, Denied, Event, SessionOpened
 from repl import startup
 from repl.interactive.command_context import CommandContext, ExitRequested, SwitchSession
+from repl.interactive.greeting import greet
 from repl.interactive.markdown import preload
 from repl.interactive.project_files import ProjectFiles
 from repl.interactive.prompt import MainPrompt
@@ -45,7 +46,6 @@ from repl.interactive.render import Renderer
 from repl.interactive.replay import replay_lines
 from repl.interactive.results import ResultLog
 from repl.interactive.sanitize import sanitize
-from repl.interactive.start import greet
 from repl.interactive.terminal import Capabilities
 from repl.lazy_store import LazyStore
 from repl.signals import Held, RunSignals, run_signals

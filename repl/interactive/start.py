@@ -18,24 +18,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sys
-from collections.abc import Iterable
 
 from actors.core.config import Settings
 from actors.core.ids import new_session_id
+from repl.interactive.greeting import greet
 from repl.interactive.prompt import MainPrompt, create_history_file
 from repl.lazy_store import LazyStore
 from repl.signals import held
-
-
-def greet(settings: Settings, session_id: str, more: Iterable[str] = ()) -> None:
-    """The greeting: the session, the model, the memory directory, ``more`` (a resume's
-    lines), and how to get help and leave."""
-    print(f"Session:          {session_id}")
-    print(f"Model:            {settings.model} at {settings.base_url}")
-    print(f"Memory directory: {settings.memory_dir}")
-    for line in more:
-        print(line)
-    print("Type \\help for commands, Ctrl-D to exit.", flush=True)
 
 
 async def _run(

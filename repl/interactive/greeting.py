@@ -1,0 +1,18 @@
+"""The interactive run's greeting: which session, which model, where its memory is."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from actors.core.config import Settings
+
+
+def greet(settings: Settings, session_id: str, more: Iterable[str] = ()) -> None:
+    """The greeting: the session, the model, the memory directory, ``more`` (a resume's
+    lines), and how to get help and leave."""
+    print(f"Session:          {session_id}")
+    print(f"Model:            {settings.model} at {settings.base_url}")
+    print(f"Memory directory: {settings.memory_dir}")
+    for line in more:
+        print(line)
+    print("Type \\help for commands, Ctrl-D to exit.", flush=True)
