@@ -53,7 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -658,6 +658,16 @@ class HarnessChild(_Child):
         super().__init__(label, argv, tree, {**os.environ, "PYTHONPATH": str(tree)})
 
 
+def _commands() -> Iterator[list[str]]:
+    """A child's commands, one line of words each, until ``quit`` (answered here)."""
+    for line in sys.stdin:
+        words = line.split()
+        if words[0] == "quit":
+            print("{}", flush=True)
+            return
+        yield words
+
+
 def child_main(sizes: tuple[int, ...], work: Path, postgres: str | None) -> int:
     """The child: build the sessions, then answer ``ckpt N I``, ``resume N`` and ``quit``.
 
@@ -697,11 +707,7 @@ def child_main(sizes: tuple[int, ...], work: Path, postgres: str | None) -> int:
     appends = hasattr(store, "append")
     apply_journal = getattr(store, "apply_journal", None)
     print(json.dumps({"appends": appends}), flush=True)
-    for line in sys.stdin:
-        words = line.split()
-        if words[0] == "quit":
-            print("{}", flush=True)
-            break
+    for words in _commands():
         if words[0] == "cold":  # checkpoints of a store nobody else has open: a new WAL
             if pg is not None:
                 print("{}", flush=True)
@@ -811,11 +817,7 @@ def peer_child_main(name: str, sizes: tuple[int, ...], work: Path) -> int:
     pairs = [gen.call_pair() for _ in range(64)]
     states = [gen.state(step) for step in range(1, 64)]
     print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        words = line.split()
-        if words[0] == "quit":
-            print("{}", flush=True)
-            break
+    for words in _commands():
         if words[0] == "hop":
             hop = peer.thread_hop() if isinstance(peer, AgentsSessionPeer) else None
             print(json.dumps({"s": hop}), flush=True)

@@ -125,6 +125,18 @@ def test_a_store_setting_naming_no_store_is_a_usage_mistake_before_the_prompt(
         assert not server.requests
 
 
+def _ends_after_the_prompt(screen: Any, server: ScriptedServer, line: str) -> None:
+    """The first prompt shows, then the run ends with ``line``, exit status 1, no traceback
+    and no request."""
+    screen.ready()
+    screen.expect(line)
+    screen.expect(pexpect.EOF)
+    screen.child.close()
+    assert screen.child.exitstatus == 1
+    assert "Traceback" not in screen.log.getvalue()
+    assert not server.requests
+
+
 def test_a_new_session_that_cannot_be_created_ends_the_run_with_one_line(
     started: Any, memory_dir: Path
 ) -> None:
@@ -139,13 +151,7 @@ def test_a_new_session_that_cannot_be_created_ends_the_run_with_one_line(
     db.close()
     with ScriptedServer([]) as server:
         screen = started("--base-url", server.base_url)
-        screen.ready()
-        screen.expect(r"harness: Session store error: refused by the test")
-        screen.expect(pexpect.EOF)
-        screen.child.close()
-        assert screen.child.exitstatus == 1
-        assert "Traceback" not in screen.log.getvalue()
-        assert not server.requests
+        _ends_after_the_prompt(screen, server, r"harness: Session store error: refused by the test")
 
 
 @pytest.mark.parametrize("store", [None, "sqlite", " "])
@@ -161,13 +167,8 @@ def test_a_store_that_cannot_open_ends_a_new_sessions_run_with_one_line(
     given = [] if store is None else ["--store", store]
     with ScriptedServer([]) as server:
         screen = started(*given, "--base-url", server.base_url)
-        screen.ready()
-        screen.expect(r"harness: The session store \S+sessions\.sqlite3 is damaged")
-        screen.expect(pexpect.EOF)
-        screen.child.close()
-        assert screen.child.exitstatus == 1
-        assert "Traceback" not in screen.log.getvalue()
-        assert not server.requests
+        _ends_after_the_prompt(screen, server,
+                               r"harness: The session store \S+sessions\.sqlite3 is damaged")
 
 
 def test_a_stopping_signal_the_moment_the_first_prompt_shows_ends_the_run(
