@@ -157,3 +157,26 @@ def test_the_doctor_reports_and_removes_an_entry_that_cannot_be_applied(
         store.append(sid, [user("after the repair")], at=1)
     assert [m["content"] for m in SessionStore(memory_dir).load_context(sid)] == [
         "sys", "after the repair"]
+
+
+def test_a_salvage_keeps_the_checkpoints_still_in_the_journal(
+    memory_dir: Path, tmp_path: Path
+) -> None:
+    # A writer killed before it applied its entries, then a damaged file: the salvage
+    # (--doctor --repair) reads the journal's rows too, not only the tables.
+    from actors.store.sqlite._salvage import salvage
+
+    store = SessionStore(memory_dir)
+    sid = store.create_session(messages=[SYSTEM, user("first")])
+    with store.lease(sid):
+        store.append(sid, [assistant("second")], at=2, state={"n": 3})
+        store.append(sid, [user("third"), assistant("fourth")], at=3, state={"n": 5})
+    assert journal_rows(store) == 2  # committed, not applied: what a kill leaves
+    saved = salvage(store.db_path, tmp_path / "salvaged")
+    [session] = saved.sessions
+    assert session.id == sid and session.whole and session.messages == 5
+    with SessionStore(tmp_path / "salvaged") as copy:
+        record = copy.load_session(sid)
+    assert [m["content"] for m in record["messages"]] == [
+        "sys", "first", "second", "third", "fourth"]
+    assert record["transcript"] == record["messages"] and record["state"] == {"n": 5}
