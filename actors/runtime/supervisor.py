@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -556,7 +556,8 @@ class Supervisor:
         messages = context.copy() if isinstance(context, StoredMessages) else list(context)
         tools = self._tools
 
-        def request(saved: anyio.Event | None) -> Any:
+        def request(saved: anyio.Event | None
+                    ) -> Callable[[MemoryObjectSendStream[Any]], ModelRequest]:
             return lambda reply: ModelRequest(messages, reply, tools=tools, turn=turn,
                                               events=self._events, saved=saved)
 

@@ -149,10 +149,13 @@ def _typed(plain: Iterable[Message]) -> list[str]:
     return [t for m in plain if (t := own_user_text(m)) is not None and t.strip()]
 
 
-def _after(row: AppendRow, plain: Sequence[Message], status: str | None) -> AppendRow:
-    """The session's counters once ``plain`` is appended to ``row``'s (what
-    :meth:`Store._write_delta` writes)."""
-    added, typed = len(plain), _typed(plain)
+def _after(row: AppendRow, plain: Sequence[Message], status: str | None,
+           typed: list[str] | None = None) -> AppendRow:
+    """The session's counters once ``plain`` (``typed``: :func:`_typed` of it, if known)
+    is appended to ``row``'s: what :meth:`Store._write_delta` writes, and what the journal
+    expects of a session whose entries are not applied yet."""
+    added = len(plain)
+    typed = _typed(plain) if typed is None else typed
     return row._replace(
         context_len=row.context_len + added,
         transcript_len=row.transcript_len + added,
@@ -336,21 +339,21 @@ class Store:
         then one ``UPDATE`` of the session row (its counters, ``updated_at`` (``at``, else
         now), the state's stored JSON when given: written whether or not it changed, since
         the row is rewritten for the counters anyway)."""
-        n = row.context_len
         added = len(texts)
         self.unindexed += added
         self.index.mark_pending(conn, _rows.insert_messages(
-            conn, row.rid, row.transcript_len, n, plain, texts,
+            conn, row.rid, row.transcript_len, row.context_len, plain, texts,
             planned_calls=planned_calls, follows=row.branch_seq,
         ))
-        sets = "context_len = ?, transcript_len = ?, updated_at = ?"
-        args: list[Any] = [n + added, row.transcript_len + added, at or timestamp()]
-        if added and row.branch_seq is not None:
-            sets += ", branch_seq = NULL"
         typed = _typed(plain)
+        after = _after(row, plain, status, typed)
+        sets = "context_len = ?, transcript_len = ?, updated_at = ?"
+        args: list[Any] = [after.context_len, after.transcript_len, at or timestamp()]
+        if after.branch_seq != row.branch_seq:
+            sets += ", branch_seq = NULL"
         if typed:
             sets += ", user_messages = ?, preview = ?"
-            args += [row.user_messages + len(typed), one_line(typed[-1])]
+            args += [after.user_messages, one_line(typed[-1])]
             if not row.title_source:
                 title = provisional_title(typed[0])
                 sets += ", title = ?, title_source = 'provisional'"
