@@ -2,8 +2,8 @@
 the event loop's clock: the retry path (backoff waited in virtual seconds, the stream shown so
 far voided), the fallback for endpoints without usage chunks, and the --llm-timeout cut.
 
-The endpoint is a chat-completions server in memory: an httpx MockTransport under the real
-openai client, answering from a script in OpenAI's streaming format. No socket and no thread,
+The endpoint is a chat-completions server in memory: an httpx MockTransport under the
+client's connection, answering from a script in OpenAI's streaming format. No socket and no thread,
 so the virtual clock only jumps when the client really waits (a backoff, a hanging server).
 """
 
@@ -87,7 +87,7 @@ class MemoryEndpoint:
     bodies: list[dict[str, Any]] = field(default_factory=list)
 
     async def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        if request.method == "GET":  # the warm-up (see serve)
+        if request.method == "GET":  # a list of models
             return httpx2.Response(200, json={"object": "list", "data": []})
         body = json.loads(request.content)
         self.bodies.append(body)
@@ -123,11 +123,9 @@ async def serve(endpoint: MemoryEndpoint, *, llm_timeout: float = 120) -> Served
     sink = EventSink(events_send)
     client = ModelClient(base_url=BASE_URL, api_key="test", model="m", timeout=llm_timeout,
                          http_client=http, events=sink)
-    # Made in worker threads (the SDK's import, the clients; the SDK looks up the platform
-    # in one on its first request): the virtual clock would jump over those waits, so they
-    # happen here, before any deadline exists.
-    connection = await client.connect()
-    await connection.sdk.get("/models", cast_to=httpx2.Response)
+    # Made in a worker thread: the virtual clock would jump over that wait, so it happens
+    # here, before any deadline exists.
+    await client.connect()
     inbox, receive = anyio.create_memory_object_stream[ModelRequest](1)
     seen: list[Event] = []
 

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -211,7 +210,7 @@ async def test_a_long_body_is_sent_with_its_length_in_chunks(server_program: str
     encoded.update(_stored(messages))
     body = encoded.body({"model": "m"}, {"stream": True})
     assert len(body) > 8_000_000
-    client = connect(openai, base_url=server_program, api_key="test", timeout=60)
+    client = connect(base_url=server_program, api_key="test", timeout=60)
     endpoint, assembly = Endpoint(server_program, "m"), Assembly()
 
     async def ignore(piece: object) -> None:

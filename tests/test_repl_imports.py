@@ -18,7 +18,7 @@ import pexpect
 import pytest
 
 from actors.store import SessionStore
-from actors.testing.scripted_server import ScriptedServer
+from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from tests.clitools import REPO
 
 pytestmark = pytest.mark.slow  # each test starts the harness
@@ -143,3 +143,47 @@ def test_a_session_command_loads_no_repl_runtime_or_model_client(
     assert sorted(name for name in loaded if any(
         name == package or name.startswith(package + ".") for package in NOT_FOR_A_COMMAND
     )) == []
+
+
+# What no run imports at all: the openai SDK's package (its type definitions took 0.7-1 s of
+# the first request); the requests go through the HTTP client under it.
+NEVER = ["openai"]
+
+
+def test_print_mode_with_a_tool_call_never_imports_the_sdk(tmp_path: Path,
+                                                           memory_dir: Path) -> None:
+    dump = tmp_path / "modules.json"
+    steps = [Reply(tool_calls=[ToolCall("read_file", {"path": "notes.txt"})]), Reply("Read.")]
+    (tmp_path / "notes.txt").write_text("a note\n")
+    with ScriptedServer(steps) as server:
+        done = subprocess.run(
+            [sys.executable, "-c", DRIVER, "-p", "read notes.txt", "--base-url",
+             server.base_url], cwd=tmp_path, env=_env(memory_dir, dump), capture_output=True,
+            text=True, timeout=60)
+        server.assert_done()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Read."
+    loaded = _loaded(dump)
+    assert "actors.model.client" in loaded
+    assert sorted(loaded.intersection(NEVER)) == []
+
+
+def test_the_repl_after_a_turn_never_imports_the_sdk(tmp_path: Path, memory_dir: Path) -> None:
+    dump = tmp_path / "modules.json"
+    with ScriptedServer([Reply("Hello there.")]) as server:
+        child = pexpect.spawn(sys.executable, ["-c", DRIVER, "--base-url", server.base_url],
+                              env=_env(memory_dir, dump), cwd=str(tmp_path),
+                              encoding="utf-8", timeout=30, dimensions=(40, 160))
+        try:
+            child.expect_exact("You:")
+            child.send("hello\r")
+            child.expect_exact("Hello there.")
+            child.expect_exact("You:")
+            child.sendcontrol("d")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+    assert child.exitstatus == 0
+    loaded = _loaded(dump)
+    assert "actors.model.client" in loaded
+    assert sorted(loaded.intersection(NEVER)) == []

@@ -13,7 +13,7 @@ DEFAULT_BASE_URL = "http://localhost:11434/v1"
 DEFAULT_MODEL = "gemma4"
 PLACEHOLDER_API_KEY = "not-needed"
 PROMPT_GRACE_SECONDS = 0.3
-"""How long background start-up work (importing the SDK, opening the workspace) waits after
+"""How long background start-up work (the HTTP client, opening the workspace) waits after
 its actor starts, so that it does not hold the interpreter while the first prompt is drawn;
 a request that comes sooner does that work at once."""
 

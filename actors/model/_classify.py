@@ -32,7 +32,6 @@ from actors.core.errors import (
 )
 from actors.model._endpoint import Endpoint
 from actors.model._http import http
-from actors.model._sdk import loaded
 
 SNIPPET = 160
 
@@ -183,15 +182,9 @@ def from_exception(exc: BaseException, endpoint: Endpoint, *, streaming: bool) -
     if isinstance(exc, ModelError):
         return exc
     url = endpoint.base_url
-    openai = loaded()  # an exception from the SDK means it is imported
-    status_error = getattr(openai, "APIStatusError", ())
-    if isinstance(exc, status_error):
+    if isinstance(exc, http.HTTPStatusError):
         response = exc.response
-        try:
-            body: Any = response.content
-        except Exception:  # the body could not be read: the SDK's parse is all there is
-            body = exc.body
-        return from_status(exc.status_code, body, endpoint,
+        return from_status(response.status_code, response.content, endpoint,
                            retry_after=retry_after_of(response))
     chain = _chain(exc)
     for link in chain:
@@ -212,15 +205,11 @@ def from_exception(exc: BaseException, endpoint: Endpoint, *, streaming: bool) -
     for link in chain:
         if isinstance(link, http.TimeoutException | TimeoutError):
             return EndpointTimeout("no answer", "the server stopped sending", endpoint=url)
-        connection = getattr(openai, "APIConnectionError", ())
-        if isinstance(link, (http.TransportError, OSError, connection)):
+        if isinstance(link, http.TransportError | OSError):
             detail = snippet(str(link)) or type(link).__name__
             if streaming or isinstance(link, http.RemoteProtocolError | http.ReadError):
                 return StreamBroken("the connection dropped", detail, endpoint=url)
             return StreamBroken("the connection failed", detail, endpoint=url)
-    if isinstance(exc, getattr(openai, "APIError", ())):
-        return InvalidResponse("the SDK could not read the answer",
-                               snippet(str(exc)), endpoint=url)
     name = type(exc).__name__
     return ModelError(f"unexpected error ({name})", snippet(str(exc)), endpoint=url)
 

@@ -1,6 +1,6 @@
 """One streamed chat-completions request on the wire, read as the servers really send it.
 
-The request goes through the HTTP client under the openai SDK, with the SDK's headers
+The request goes through the HTTP client of the connection, with its headers
 (:mod:`actors.model._connection`); an HTTP error status is translated here, and the body is
 read here, line by line, as server-sent events (:mod:`actors.model._sse`), so that nothing
 a server sends can surprise the reader:
@@ -69,7 +69,7 @@ async def stream_chat(
     # it goes with Content-Length, not chunked (the HTTP client sends an iterable chunked
     # unless told the length), as every server reads a body. Nothing here retries; a retry
     # of ours sends the body again, and it iterates from its start.
-    client = connection.http
+    client = connection.client
     # A body up to JOINED_BODY goes joined, in one write (~0.1 ms to join 500 KB; each
     # chunk sent is a trip through the HTTP stack); a longer one as its chunks.
     content: Body | bytes = bytes(body) if len(body) <= JOINED_BODY else body

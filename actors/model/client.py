@@ -37,7 +37,7 @@ import operator
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -67,7 +67,6 @@ from actors.model._body import Body, EncodedMessages, frame
 from actors.model._classify import from_exception
 from actors.model._connection import Connection, connect
 from actors.model._endpoint import Endpoint, check_base_url, root_url
-from actors.model._http import http
 from actors.model._preflight import (
     context_warning,
     get_json,
@@ -78,8 +77,10 @@ from actors.model._preflight import (
 from actors.model._protocol import ModelOutcome, ModelRequest
 from actors.model._reasoning import Piece
 from actors.model._retry import RetryPolicy, Sleep, with_retries
-from actors.model._sdk import load as load_sdk
 from actors.model._wire import stream_chat
+
+if TYPE_CHECKING:
+    from actors.model._http import http
 
 CLOSE_SECONDS = 2
 LIST_SECONDS = 3
@@ -133,18 +134,17 @@ class ModelClient:
         self._frame: tuple[tuple[object, ...], tuple[bytes, bytes]] | None = None
 
     async def connect(self) -> Connection:
-        """The endpoint's clients, made now rather than at the first request (a warm-up; a
-        test on a virtual clock, whose deadlines would jump over the worker thread)."""
+        """The endpoint's connection, made now rather than at the first request (a warm-up;
+        a test on a virtual clock, whose deadlines would jump over the worker thread)."""
         return await self._connect()
 
     async def _connect(self) -> Connection:
-        """The endpoint's clients (:mod:`actors.model._connection`), made on first use in a
-        worker thread, as the SDK is imported. Cancellation: a connection being made in its
-        thread is kept when it is done; a later call finds it."""
+        """The endpoint's connection (:mod:`actors.model._connection`), made on first use in
+        a worker thread. Cancellation: a connection being made in its thread is kept when it
+        is done; a later call finds it."""
         if self._connection is None:
-            sdk = await load_sdk()
             connection = await anyio.to_thread.run_sync(partial(
-                connect, sdk, base_url=self.base_url, api_key=self._api_key,
+                connect, base_url=self.base_url, api_key=self._api_key,
                 timeout=self.timeout, http_client=self._http_client,
             ))
             if self._connection is None:  # else made meanwhile, by another request
@@ -173,11 +173,11 @@ class ModelClient:
                     await self._connection.aclose()
 
     async def _warm_up(self) -> None:
-        """Import the SDK and make the clients (in worker threads) and check the endpoint, in
-        the background, once the front end has had
-        :data:`~actors.core.config.PROMPT_GRACE_SECONDS` to show its prompt: the import holds
-        the interpreter for a few tenths of a second, which would delay the first prompt. A
-        request that comes sooner connects itself and does not wait for this."""
+        """Make the connection (in a worker thread) and check the endpoint, in the background,
+        once the front end has had :data:`~actors.core.config.PROMPT_GRACE_SECONDS` to show
+        its prompt: importing the HTTP library holds the interpreter for a tenth of a second,
+        which would delay the first prompt. A request that comes sooner connects itself and
+        does not wait for this."""
         await anyio.sleep(PROMPT_GRACE_SECONDS)
         await _quietly(self._connect)
         if self._preflight:
@@ -225,8 +225,7 @@ class ModelClient:
         """
         with anyio.move_on_after(LIST_SECONDS):
             try:
-                client = (await self._connect()).sdk
-                payload = (await client.get("/models", cast_to=http.Response)).json()
+                payload = (await (await self._connect()).fetch("/models")).json()
             except Exception:  # an endpoint without a models list: nothing to name
                 return []
             return self.endpoint.learn_from_models(payload)
@@ -373,7 +372,7 @@ class ModelClient:
                                     hint=self.endpoint.pull_hint())
             await self._warn("model", str(missing))
         if self.endpoint.server == "unknown":
-            version = await get_json((await self._connect()).sdk,
+            version = await get_json(await self._connect(),
                                      f"{root_url(self.base_url)}/api/version")
             if isinstance(version, dict) and "version" in version:
                 self.endpoint.server = "ollama"
@@ -382,9 +381,9 @@ class ModelClient:
     async def _fetch_models(self) -> tuple[Any, ModelError | None]:
         """The ``/v1/models`` answer, or why the endpoint could not be reached."""
         with anyio.move_on_after(LIST_SECONDS):
-            client = (await self._connect()).sdk
+            connection = await self._connect()
             try:
-                return (await client.get("/models", cast_to=http.Response)).json(), None
+                return (await connection.fetch("/models")).json(), None
             except ValueError:
                 return None, None
             except Exception as exc:
@@ -402,12 +401,12 @@ class ModelClient:
     async def _learn_context(self) -> None:
         if self._budget is None:
             return
-        client = (await self._connect()).sdk
+        connection = await self._connect()
         server = self.endpoint.server
         if server == "ollama":
-            await ollama_context(client, self.endpoint)
+            await ollama_context(connection, self.endpoint)
         elif server == "llama.cpp":
-            await llamacpp_context(client, self.endpoint)
+            await llamacpp_context(connection, self.endpoint)
         elif server == "vllm" and self.endpoint.context_length is None:
             payload, _ = await self._fetch_models()
             self.endpoint.learn_from_models(payload)
