@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from actors.core.config import (
+    DEFAULT_FIRST_TOKEN_TIMEOUT,
+    DEFAULT_LLM_TIMEOUT,
     DEFAULT_MODEL,
     Mode,
     Settings,
@@ -176,8 +178,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or "
                        "http://localhost:11434/v1); the key comes from $OPENAI_API_KEY")
     model.add_argument("--model", default=DEFAULT_MODEL, help="model name (default: gemma4)")
-    model.add_argument("--llm-timeout", type=_positive_float, default=120.0, metavar="S",
-                       help="seconds for one model request, retries included (default: 120)")
+    model.add_argument("--llm-timeout", type=_positive_float, default=DEFAULT_LLM_TIMEOUT,
+                       metavar="S", help="the longest silence of the endpoint once an answer "
+                       "began, in seconds: a slow, steady answer is never cut (default: 120)")
+    model.add_argument("--llm-first-token-timeout", type=_positive_float,
+                       default=DEFAULT_FIRST_TOKEN_TIMEOUT, metavar="S",
+                       help="seconds an answer may take to begin (a local model reads a long "
+                       "prompt first; default: 600, never below --llm-timeout)")
+    model.add_argument("--llm-total-timeout", type=_positive_float, default=None, metavar="S",
+                       help="a limit on one whole model request, retries included (default: "
+                       "none)")
     limits = parser.add_argument_group("limits")
     limits.add_argument("--tool-timeout", type=_positive_float, default=120.0, metavar="S",
                         help="seconds for one tool call (default: 120)")
@@ -282,6 +292,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         model=args.model,
         mode=Mode(args.mode),
         llm_timeout=args.llm_timeout,
+        llm_first_token_timeout=args.llm_first_token_timeout,
+        llm_total_timeout=args.llm_total_timeout,
         tool_timeout=args.tool_timeout,
         max_turns=args.max_turns,
         max_tool_calls=args.max_tool_calls,

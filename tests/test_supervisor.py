@@ -184,13 +184,15 @@ async def test_endpoint_errors_are_retried_then_reported(tmp_path: Path) -> None
         server.assert_done()
 
 
-async def test_a_hanging_endpoint_fails_within_llm_timeout(tmp_path: Path) -> None:
+async def test_a_hanging_endpoint_fails_within_the_first_token_timeout(tmp_path: Path) -> None:
     with ScriptedServer([Hang()]) as server:
-        settings = settings_for(tmp_path, server.base_url, llm_timeout=1.0)
+        settings = settings_for(tmp_path, server.base_url, llm_timeout=0.5,
+                                llm_first_token_timeout=1.0)
         async with running(settings) as (sup, _):
             with anyio.fail_after(10):
                 result = await sup.run_turn("Hello?")
-    assert result.outcome == "failed" and "within 1 s" in result.text
+    assert result.outcome == "failed"
+    assert "the answer did not begin within 1 s" in result.text
 
 
 async def test_bad_tool_calls_become_results(tmp_path: Path) -> None:

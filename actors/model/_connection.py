@@ -11,6 +11,11 @@ it sends (the key as a bearer token, ``$OPENAI_ORG_ID`` and ``$OPENAI_PROJECT_ID
 ``OpenAI-Organization`` and ``OpenAI-Project``, JSON both ways) and how it joins a path to
 the base URL (docs/decisions.md, "The openai SDK is not imported").
 
+Timeouts: the HTTP client bounds connecting (:data:`CONNECT_SECONDS`) and nothing else. How
+long an answer may take to begin and to go silent is bounded by the chat request itself, on
+the event loop's clock (:mod:`actors.model._timeouts`); every other request is bounded by its
+caller.
+
 Made in a worker thread (:func:`connect`): importing the HTTP library and building its client
 (the CA bundle is loaded) take tens of milliseconds the event loop should not be held for.
 
@@ -87,12 +92,11 @@ def request_headers(api_key: str) -> dict[str, str]:
 
 
 def connect(
-    *, base_url: str, api_key: str, timeout: float,
-    http_client: http.AsyncClient | None = None,
+    *, base_url: str, api_key: str, http_client: http.AsyncClient | None = None,
 ) -> Connection:
     """The connection to ``base_url`` (blocking: run it in a worker thread).
     ``http_client``: an HTTP client to send through (a test's mock transport); None makes
-    one with ``timeout`` for every request (connecting: at most :data:`CONNECT_SECONDS`)."""
-    limit = http.Timeout(timeout, connect=min(CONNECT_SECONDS, timeout))
-    client = http_client or http.AsyncClient(timeout=limit, follow_redirects=True)
+    one that bounds only connecting (:data:`CONNECT_SECONDS`)."""
+    client = http_client or http.AsyncClient(
+        timeout=http.Timeout(None, connect=CONNECT_SECONDS), follow_redirects=True)
     return Connection(client, base_url.strip().rstrip("/"), request_headers(api_key))

@@ -44,6 +44,7 @@ from actors.model._endpoint import Endpoint
 from actors.model._http import http
 from actors.model._reasoning import Piece
 from actors.model._sse import NotAnEventStream, SSEDecoder, SSEEvent, SSELines
+from actors.model._timeouts import Timeouts, Watch
 
 OnPiece = Callable[[Piece], Awaitable[None]]
 CLOSE_SECONDS = 2
@@ -59,9 +60,26 @@ async def stream_chat(
     endpoint: Endpoint,
     assembly: Assembly,
     on_piece: OnPiece,
+    timeouts: Timeouts,
 ) -> None:
     """Send ``body`` (the request's JSON, :mod:`actors.model._body`) and fold the answer
-    into ``assembly``; raise ModelError if it fails."""
+    into ``assembly``; raise ModelError if it fails, :class:`EndpointTimeout` if the server
+    kept it waiting longer than ``timeouts`` allow (:mod:`actors.model._timeouts`)."""
+    watch = Watch(timeouts)
+    with watch.scope:
+        await _exchange(connection, body, endpoint, assembly, on_piece, watch)
+    if watch.scope.cancelled_caught:
+        raise watch.error(endpoint.base_url, assembly.chunks)
+
+
+async def _exchange(
+    connection: Connection,
+    body: Body,
+    endpoint: Endpoint,
+    assembly: Assembly,
+    on_piece: OnPiece,
+    watch: Watch,
+) -> None:
     # Not chat.completions.create(), which would first walk every message and tool schema
     # against its type definitions (~0.16 ms per message, on the event loop), then encode
     # the whole body again: the body arrives encoded, from its pieces, and is sent as its
@@ -86,7 +104,7 @@ async def stream_chat(
             await response.aread()
             raise from_status(response.status_code, response.content, endpoint,
                               retry_after=retry_after_of(response))
-        await _read(response, endpoint, assembly, on_piece)
+        await _read(response, endpoint, assembly, on_piece, watch)
     except ModelError:
         raise
     except Exception as exc:
@@ -97,7 +115,8 @@ async def stream_chat(
 
 
 async def _read(
-    response: http.Response, endpoint: Endpoint, assembly: Assembly, on_piece: OnPiece
+    response: http.Response, endpoint: Endpoint, assembly: Assembly, on_piece: OnPiece,
+    watch: Watch,
 ) -> None:
     content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type.endswith("json"):
@@ -108,7 +127,12 @@ async def _read(
     done = False
     reads = response.aiter_bytes()
     try:
-        async for data in reads:
+        while True:
+            watch.waiting()
+            try:
+                data = await anext(reads)
+            except StopAsyncIteration:
+                break
             # Every line of one read is handled at once, and what it shows is passed on as
             # one piece of each kind: a server's burst of small chunks is one event for the
             # front end, not one each (and one trip through the event loop each).
@@ -119,6 +143,7 @@ async def _read(
                            for line in lines.feed(data))
             except ModelError as exc:  # what came before a server's error is shown first
                 failure = exc
+            watch.began = watch.began or assembly.chunks > 0
             for piece in _joined(pieces):
                 await on_piece(piece)
             if failure is not None:

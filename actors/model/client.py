@@ -10,7 +10,10 @@ included.
 Failures: every exception inside a request becomes an outcome whose ``error`` is a
 :class:`~actors.core.errors.ModelError` with one clear line; the actor never dies of a
 request. Retries follow :mod:`actors.model._retry` (5xx, 429 and broken streams a few times
-with backoff; 4xx and known server configuration never), all inside ``--llm-timeout``.
+with backoff; 4xx and known server configuration never). How long the server may keep a
+request waiting is :mod:`actors.model._timeouts`: for the answer to begin
+(``--llm-first-token-timeout``), then for each next byte (``--llm-timeout``); a limit on the
+whole request, retries included, only with ``--llm-total-timeout``.
 
 Start-up check (``preflight``, for the interactive prompt): in the background, without
 delaying anything, the actor lists the endpoint's models and learns the context the server
@@ -33,6 +36,7 @@ still running (a background summary call) and the background checks.
 from __future__ import annotations
 
 import contextlib
+import math
 import operator
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,7 +47,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.core.budget import Usage, estimate_messages, estimate_tools, prompt_truncated
-from actors.core.config import PROMPT_GRACE_SECONDS
+from actors.core.config import DEFAULT_FIRST_TOKEN_TIMEOUT, PROMPT_GRACE_SECONDS
 from actors.core.errors import (
     EndpointTimeout,
     EndpointUnreachable,
@@ -77,6 +81,7 @@ from actors.model._preflight import (
 from actors.model._protocol import ModelOutcome, ModelRequest
 from actors.model._reasoning import Piece
 from actors.model._retry import RetryPolicy, Sleep, with_retries
+from actors.model._timeouts import Timeouts
 from actors.model._wire import stream_chat
 
 if TYPE_CHECKING:
@@ -104,6 +109,8 @@ class ModelClient:
         api_key: str,
         model: str,
         timeout: float,
+        first_token_timeout: float = DEFAULT_FIRST_TOKEN_TIMEOUT,
+        total_timeout: float | None = None,
         http_client: http.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
         sleep: Sleep = anyio.sleep,
@@ -114,6 +121,7 @@ class ModelClient:
         self.base_url = base_url
         self.model = model
         self.timeout = timeout
+        self.timeouts = Timeouts(timeout, first_token_timeout, total_timeout)
         self.endpoint = Endpoint(base_url, model)
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
@@ -145,7 +153,7 @@ class ModelClient:
         if self._connection is None:
             connection = await anyio.to_thread.run_sync(partial(
                 connect, base_url=self.base_url, api_key=self._api_key,
-                timeout=self.timeout, http_client=self._http_client,
+                http_client=self._http_client,
             ))
             if self._connection is None:  # else made meanwhile, by another request
                 self._connection = connection
@@ -248,7 +256,8 @@ class ModelClient:
             try:
                 connection = await self._connect()
                 await stream_chat(connection, self._body(request, encoded), self.endpoint,
-                                  assembly, lambda piece: self._show(request, progress, piece))
+                                  assembly, lambda piece: self._show(request, progress, piece),
+                                  self.timeouts)
             except RequestRefused as error:
                 if self._include_usage and "stream_options" in error.detail:
                     self._include_usage = False  # an endpoint without usage chunks
@@ -267,16 +276,17 @@ class ModelClient:
                 f"{': ' + error.detail if error.detail else ''}); retrying in {delay:g} s "
                 f"(attempt {next_attempt} of {allowed}).", "warning"))
 
-        with anyio.move_on_after(self.timeout) as timer:
+        total = self.timeouts.total
+        with anyio.move_on_after(math.inf if total is None else total) as timer:
             assembly = await with_retries(
-                attempt, self.retry, deadline=anyio.current_time() + self.timeout,
-                on_retry=on_retry, sleep=self._sleep,
+                attempt, self.retry, deadline=timer.deadline, on_retry=on_retry,
+                sleep=self._sleep,
             )
         if timer.cancelled_caught:
             detail = f"last error: {last[-1].what}" if last else ""
             return ModelOutcome(error=EndpointTimeout(
-                f"no complete answer within {self.timeout:g} s", detail,
-                endpoint=self.base_url, hint="Raise --llm-timeout if the model is slow.",
+                f"no complete answer within {total:g} s", detail,
+                endpoint=self.base_url, hint="Raise --llm-total-timeout, or leave it out.",
             ))
         message = assembly.message()
         usage = assembly.usage or Usage(in_messages + estimate_tools(request.tools),

@@ -310,6 +310,8 @@ class Supervisor:
         workspace = WorkspaceClient(files_send)
         model = ModelClient(base_url=settings.base_url, api_key=settings.api_key,
                             model=settings.model, timeout=settings.llm_timeout,
+                            first_token_timeout=settings.llm_first_token_timeout,
+                            total_timeout=settings.llm_total_timeout,
                             events=self._events, preflight=settings.preflight,
                             context_budget=settings.max_context_tokens,
                             retry=RetryPolicy(first_backoff=settings.retry_backoff))
