@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from actors.core.config import (
     DEFAULT_FIRST_TOKEN_TIMEOUT,
     DEFAULT_LLM_TIMEOUT,
+    DEFAULT_MAX_ANSWER_BYTES,
     DEFAULT_MODEL,
     Mode,
     Settings,
@@ -201,6 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="price per 1k prompt tokens (default: 0)")
     limits.add_argument("--price-out", type=_price, default=0.0, metavar="USD",
                         help="price per 1k completion tokens (default: 0)")
+    limits.add_argument("--max-answer-bytes", type=_positive_int,
+                        default=DEFAULT_MAX_ANSWER_BYTES, metavar="N",
+                        help="the most text, reasoning and tool-call arguments one answer may "
+                        "bring; more is cut as it arrives (default: 4194304, 4 MiB)")
     limits.add_argument("--max-context-tokens", type=_positive_int, default=24_000,
                         metavar="N", help="context budget in tokens (default: 24000)")
     limits.add_argument("--compact-threshold", type=_fraction, default=0.8, metavar="F",
@@ -301,6 +306,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         price_in=args.price_in,
         price_out=args.price_out,
         max_context_tokens=args.max_context_tokens,
+        max_answer_bytes=args.max_answer_bytes,
         compact_threshold=args.compact_threshold,
         workspace_snapshots=not args.no_snapshots,
         snapshot_retention_days=args.snapshot_days,

@@ -13,6 +13,11 @@ a server sends can surprise the reader:
 - A ``data:`` line that is not JSON, or a 200 body that is neither an event stream nor a JSON
   completion (an HTML page, a proxy's message), is :class:`InvalidResponse`, never an answer.
 - A JSON body (a server that ignores ``stream``) is taken as the whole completion.
+- An answer larger than the assembly's ``limit`` (``--max-answer-bytes`` of text, reasoning
+  and tool-call arguments) is cut as the bytes arrive: reading stops, the connection is
+  closed, and the answer ends as if at the model's output limit, marked ``over_limit``. So
+  does a line, or an event's data, longer than twice that (a server that never ends one):
+  nothing a server sends makes the harness hold more than a few times the limit.
 
 Every exception becomes a :class:`~actors.core.errors.ModelError` (see
 :mod:`actors.model._classify`). Cancellation: the response is closed in a shielded, bounded
@@ -52,6 +57,7 @@ DRAIN_SECONDS = 0.25  # what reading the body's end after [DONE] may take ...
 DRAIN_READS = 16  # ... and how many reads it may make
 MAX_JSON_BODY = 16 * 1024 * 1024
 JOINED_BODY = 1024 * 1024  # bytes: a request body up to this size is sent joined
+LINE_SLACK = 64 * 1024  # what a line may hold beyond twice the answer's limit (its JSON)
 
 
 async def stream_chat(
@@ -124,7 +130,7 @@ async def _read(
         return
     decoder = SSEDecoder()
     lines = SSELines()
-    done = False
+    done = cut = False
     reads = response.aiter_bytes()
     try:
         while True:
@@ -150,6 +156,9 @@ async def _read(
                 raise failure
             if done:
                 break
+            cut = assembly.over_limit or _overlong(assembly, lines, decoder)
+            if cut:
+                break
         if done:
             await _drain(reads)
     finally:
@@ -157,6 +166,11 @@ async def _read(
         if aclose is not None:
             with anyio.move_on_after(CLOSE_SECONDS, shield=True):
                 await aclose()
+    if cut:  # the rest is not read: the answer ends here, as at an output limit
+        assembly.cut()
+        for piece in assembly.finish():
+            await on_piece(piece)
+        return
     if not done:
         pieces = []
         for line in lines.close():
@@ -175,6 +189,13 @@ async def _read(
         where = f"after {assembly.chunks} chunk{'s' if assembly.chunks != 1 else ''}"
         how = "with [DONE]" if done else "when the body ended"
         raise broken("the stream ended without a finish_reason", f"{how}, {where}", endpoint)
+
+
+def _overlong(assembly: Assembly, lines: SSELines, decoder: SSEDecoder) -> bool:
+    """A line, or an event's data, held unfinished longer than the answer may be."""
+    if assembly.limit is None:
+        return False
+    return max(lines.pending, decoder.pending) > 2 * assembly.limit + LINE_SLACK
 
 
 def _line(line: str, decoder: SSEDecoder, content_type: str, endpoint: Endpoint,
@@ -281,6 +302,8 @@ async def _read_json(
                       repr(snippet(json.dumps(payload))), endpoint)
     for piece in assembly.add(payload):
         await on_piece(piece)
+    if assembly.over_limit:
+        assembly.cut()
     for piece in assembly.finish():
         await on_piece(piece)
     if assembly.finish_reason is None:

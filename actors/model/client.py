@@ -47,7 +47,11 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.core.budget import Usage, estimate_messages, estimate_tools, prompt_truncated
-from actors.core.config import DEFAULT_FIRST_TOKEN_TIMEOUT, PROMPT_GRACE_SECONDS
+from actors.core.config import (
+    DEFAULT_FIRST_TOKEN_TIMEOUT,
+    DEFAULT_MAX_ANSWER_BYTES,
+    PROMPT_GRACE_SECONDS,
+)
 from actors.core.errors import (
     EndpointTimeout,
     EndpointUnreachable,
@@ -111,6 +115,7 @@ class ModelClient:
         timeout: float,
         first_token_timeout: float = DEFAULT_FIRST_TOKEN_TIMEOUT,
         total_timeout: float | None = None,
+        answer_limit: int | None = DEFAULT_MAX_ANSWER_BYTES,
         http_client: http.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
         sleep: Sleep = anyio.sleep,
@@ -122,6 +127,7 @@ class ModelClient:
         self.model = model
         self.timeout = timeout
         self.timeouts = Timeouts(timeout, first_token_timeout, total_timeout)
+        self.answer_limit = answer_limit  # bytes of one answer (None: no limit)
         self.endpoint = Endpoint(base_url, model)
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
@@ -252,7 +258,7 @@ class ModelClient:
                 progress.text.clear()
                 progress.shown = False
                 await self._emit(request, StreamRestarted(str(last[-1]) if last else "retry"))
-            assembly = Assembly(taken_ids=taken)
+            assembly = Assembly(taken_ids=taken, limit=self.answer_limit)
             try:
                 connection = await self._connect()
                 await stream_chat(connection, self._body(request, encoded), self.endpoint,
@@ -299,7 +305,8 @@ class ModelClient:
             self._context_checked = True
             self._background.start_soon(_quietly, self._check_context)
         return ModelOutcome(message=message, usage=usage, finish_reason=assembly.finish_reason,
-                            reasoning=assembly.reasoning_text())
+                            reasoning=assembly.reasoning_text(),
+                            over_limit=assembly.limit if assembly.over_limit else None)
 
     def _encoded_for(self, messages: Sequence[Message]) -> EncodedMessages:
         """The encoder holding these messages' conversation (the one whose first message

@@ -75,9 +75,6 @@ from actors.core.stored import StoredMessages
 from actors.core.titles import provisional_title
 from actors.core.turn import Turn
 from actors.model import (
-    CUT_ANSWER_NOTICE,
-    CUT_CALL_RESULT,
-    CUT_CALLS_REASON,
     ModelClient,
     ModelOutcome,
     ModelRequest,
@@ -312,6 +309,7 @@ class Supervisor:
                             model=settings.model, timeout=settings.llm_timeout,
                             first_token_timeout=settings.llm_first_token_timeout,
                             total_timeout=settings.llm_total_timeout,
+                            answer_limit=settings.max_answer_bytes,
                             events=self._events, preflight=settings.preflight,
                             context_budget=settings.max_context_tokens,
                             retry=RetryPolicy(first_backoff=settings.retry_backoff))
@@ -495,13 +493,14 @@ class Supervisor:
             context.messages.append(outcome.message)
             calls = tool_calls_of(outcome.message)
             if outcome.cut_tool_calls:  # arguments may be incomplete: answered, never run
-                context.messages.extend(tool_result(c["id"], CUT_CALL_RESULT) for c in calls)
+                context.messages.extend(tool_result(c["id"], outcome.cut_call_result)
+                                        for c in calls)
                 await self._checkpoint()
-                return TurnResult("failed", CUT_CALLS_REASON)
+                return TurnResult("failed", outcome.cut_calls_reason)
             if not calls:
                 await self._checkpoint()
                 if outcome.cut:
-                    await self.notify(CUT_ANSWER_NOTICE, "warning")
+                    await self.notify(outcome.cut_notice, "warning")
                 return TurnResult("answered", str(outcome.message.get("content") or ""))
             # A batch of reads is run at once and its answer saved with its results, in one
             # commit, with the next request; any other batch's answer is saved first, with
