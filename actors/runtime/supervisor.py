@@ -469,7 +469,10 @@ class Supervisor:
                 await self._save_pending()
                 return TurnResult("interrupted", turn.reason)
             self._check_limits()
-            fits = await self._fit_budget()
+            fits = await self._fit_budget(turn)
+            if turn.cancelled:  # while it waited for a compaction (which goes on)
+                await self._save_pending()
+                return TurnResult("interrupted", turn.reason)
             if fits is not None:
                 return TurnResult("failed", fits)
             outcome = await self._ask_model(turn)
@@ -647,16 +650,26 @@ class Supervisor:
         ):
             await self._start_compaction()
 
-    async def _fit_budget(self) -> str | None:
-        """Make sure the next request fits the hard budget; a message if it cannot."""
+    async def _fit_budget(self, turn: Turn) -> str | None:
+        """Make sure the next request fits the hard budget; a message if it cannot.
+
+        Cancellation: the waits for a compaction (its summary request, retries and their
+        waits included, runs in a cancel scope of its own, not the turn's) are in the
+        turn's scope, so aborting the turn stops waiting at once; the compaction goes on in
+        the background and announces its result when it lands. The caller checks
+        ``turn.cancelled``."""
         if not self._over(1.0):
             return None
         await self._save_pending()  # a compaction applies to what the store holds
         if self._compaction is not None:
             await self.notify("Waiting for the compaction to finish…")
-            await self._result_of(self._compaction)
-        if self._over(1.0):
-            result = await self.compact()
+            with turn.scope():
+                await self._result_of(self._compaction)
+        if self._over(1.0) and not turn.cancelled:
+            with turn.scope():
+                result = await self.compact()
+            if turn.cancelled:
+                return None
             if self._over(1.0):
                 return (
                     f"The context ({self._context.tokens()} tokens) exceeds "
