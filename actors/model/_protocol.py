@@ -53,6 +53,9 @@ class ModelRequest:
     temperature: float | None = None
     max_tokens: int | None = None
     saved: anyio.Event | None = None
+    small_tools: list[dict[str, Any]] | None = None
+    """Sent instead of ``tools`` once the server is known to hold a small context (at most
+    :data:`~actors.core.budget.SMALL_CONTEXT_TOKENS`): the compact schemas."""
 
 
 @dataclass

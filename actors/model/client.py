@@ -46,7 +46,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from actors.core.budget import Usage, estimate_messages, estimate_tools, prompt_truncated
+from actors.core.budget import (
+    SMALL_CONTEXT_TOKENS,
+    Usage,
+    estimate_messages,
+    estimate_tools,
+    prompt_truncated,
+)
 from actors.core.config import (
     DEFAULT_FIRST_TOKEN_TIMEOUT,
     DEFAULT_MAX_ANSWER_BYTES,
@@ -295,7 +301,7 @@ class ModelClient:
                 endpoint=self.base_url, hint="Raise --llm-total-timeout, or leave it out.",
             ))
         message = assembly.message()
-        usage = assembly.usage or Usage(in_messages + estimate_tools(request.tools),
+        usage = assembly.usage or Usage(in_messages + estimate_tools(self._tools_for(request)),
                                         estimate_messages([message]), estimated=True)
         # Compared with the messages alone: servers differ in how they count tool schemas.
         if assembly.usage is not None and prompt_truncated(usage.prompt_tokens, in_messages):
@@ -321,7 +327,8 @@ class ModelClient:
     def _body(self, request: ModelRequest, encoded: EncodedMessages) -> Body:
         """The request's JSON body; ``encoded`` holds its messages. What comes around them
         is encoded again only when it changed (:func:`~actors.model._body.frame`)."""
-        key = (request.tools, self.model, self._include_usage, request.temperature,
+        tools = self._tools_for(request)
+        key = (tools, self.model, self._include_usage, request.temperature,
                request.max_tokens)
         cached = self._frame
         if cached is not None and all(map(operator.is_, cached[0], key)):
@@ -330,8 +337,8 @@ class ModelClient:
         tail: dict[str, Any] = {"stream": True}
         if self._include_usage:
             tail["stream_options"] = {"include_usage": True}
-        if request.tools:
-            tail["tools"] = request.tools
+        if tools:
+            tail["tools"] = tools
         if request.temperature is not None:
             tail["temperature"] = request.temperature
         if request.max_tokens is not None:
@@ -339,6 +346,15 @@ class ModelClient:
         around = frame(head, tail)
         self._frame = (key, around)
         return encoded.framed(around)
+
+    def _tools_for(self, request: ModelRequest) -> list[dict[str, Any]] | None:
+        """The request's tools: its compact ones once the server is known to hold a small
+        context (:attr:`ModelRequest.small_tools`)."""
+        length = self.endpoint.context_length
+        if request.small_tools is not None and length is not None \
+                and length <= SMALL_CONTEXT_TOKENS:
+            return request.small_tools
+        return request.tools
 
     async def _show(self, request: ModelRequest, progress: _Progress, piece: Piece) -> None:
         if piece.kind == "text":
