@@ -20,9 +20,9 @@ import pytest
 from actors.core.budget import estimate_message, estimate_tools
 from actors.core.events import ContextGauge, Notice
 from actors.core.prompts import system_prompt
-from actors.tools import COMPACT_TOOLS, TOOLS, tool_schemas
 from actors.testing.flavours import LlamaCpp
 from actors.testing.scripted_server import Reply, ScriptedServer
+from actors.tools import COMPACT_TOOLS, TOOLS, tool_schemas
 from tests.clitools import REPO
 from tests.runtime import running, settings_for
 from tests.strict import unavailable
