@@ -243,8 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_argument("--compact", dest="compact_id", metavar="ID",
                           help="compact a session now (needs the model: one summary call)")
     commands.add_argument("--doctor", action="store_true",
-                          help="check the session store: integrity, search index, every "
-                          "session, lock files, older records")
+                          help="check the session store (integrity, search index, every "
+                          "session, lock files, older records) and the model endpoint "
+                          "(reachable, the model, tool calls, its context)")
     sessions.add_argument("--all", dest="all_projects", action="store_true",
                           help="with --list-sessions/--search/--resume: every project's "
                           "sessions, with a project column")
@@ -525,7 +526,12 @@ def _main(argv: Sequence[str] | None) -> int:
                                               store_url=settings.store_url)
             from repl.files_report import doctor_snapshots
 
-            return max(checked, doctor_snapshots(settings, repair=args.repair))
+            worst = max(checked, doctor_snapshots(settings, repair=args.repair))
+            if not args.repair:  # a repair is the store's; the endpoint is only looked at
+                from repl.doctor_endpoint import doctor_endpoint
+
+                doctor_endpoint(settings)
+            return worst
         lazy_store = LazyStore(partial(open_store, settings))
         try:
             if not _store_after_the_prompt(args, settings):

@@ -187,3 +187,17 @@ def test_the_repl_after_a_turn_never_imports_the_sdk(tmp_path: Path, memory_dir:
     loaded = _loaded(dump)
     assert "actors.model.client" in loaded
     assert sorted(loaded.intersection(NEVER)) == []
+
+
+def test_doctor_checks_the_endpoint_without_the_sdk(tmp_path: Path, memory_dir: Path) -> None:
+    dump = tmp_path / "modules.json"
+    with ScriptedServer([Reply("OK")]) as server:
+        done = subprocess.run(
+            [sys.executable, "-c", DRIVER, "--doctor", "--base-url", server.base_url],
+            cwd=tmp_path, env=_env(memory_dir, dump), capture_output=True, text=True,
+            timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "tools:" in done.stdout
+    loaded = _loaded(dump)
+    assert "actors.model.doctor" in loaded
+    assert sorted(loaded.intersection(NEVER)) == []
