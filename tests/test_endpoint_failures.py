@@ -294,3 +294,14 @@ async def test_an_unexpected_exception_is_an_outcome_too() -> None:
         asked = await ask_once(server.base_url, messages=[{"role": "user", "content": {1, 2}}])
     assert isinstance(asked.outcome.error, ModelError)
     assert "unexpected error (TypeError)" in assert_one_line(asked)
+
+
+async def test_a_redirect_of_an_http_endpoint_is_one_line_not_followed() -> None:
+    """An http:// endpoint's client speaks no TLS and follows no redirect (so it never
+    talks TLS unverified); the redirect is reported, not taken."""
+    with ScriptedServer([Garbage("", content_type="text/html", status=301)]) as server:
+        asked = await ask_once(server.base_url)
+    assert isinstance(asked.outcome.error, RequestRefused) and asked.sleeps == []
+    assert assert_one_line(asked) == (
+        f"The model endpoint {server.base_url} refused the request: HTTP 301: redirected "
+        "to ?. Check --base-url.")

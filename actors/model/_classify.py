@@ -229,6 +229,14 @@ def stream_error(payload: Any, endpoint: Endpoint, *, body: bool = False) -> Mod
     return from_status(code, payload, endpoint, what=f"error {code} {where}")
 
 
+def redirected(status: int, location: str, endpoint: Endpoint) -> RequestRefused:
+    """An HTTP redirect (an ``http://`` endpoint follows none): where to point instead."""
+    base = location.split("/chat/completions", 1)[0] if location else ""
+    hint = f"Use --base-url {base}" if base else "Check --base-url."
+    return RequestRefused(f"HTTP {status}", f"redirected to {snippet(location or '?')}",
+                          hint=hint, endpoint=endpoint.base_url, status=status)
+
+
 def broken(what: str, detail: str, endpoint: Endpoint) -> StreamBroken:
     return StreamBroken(what, detail, endpoint=endpoint.base_url)
 

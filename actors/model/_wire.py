@@ -40,6 +40,7 @@ from actors.model._classify import (
     from_exception,
     from_status,
     invalid,
+    redirected,
     retry_after_of,
     snippet,
     stream_error,
@@ -110,6 +111,9 @@ async def _exchange(
             await response.aread()
             raise from_status(response.status_code, response.content, endpoint,
                               retry_after=retry_after_of(response))
+        if 300 <= response.status_code < 400:  # an http:// endpoint follows no redirect
+            raise redirected(response.status_code, response.headers.get("location", ""),
+                             endpoint)
         await _read(response, endpoint, assembly, on_piece, watch)
     except ModelError:
         raise

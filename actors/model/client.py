@@ -140,6 +140,7 @@ class ModelClient:
         self._api_key = api_key
         self._http_client = http_client  # to send through (a test's mock transport), or None
         self._connection: Connection | None = None
+        self._connecting = anyio.Lock()
         self._include_usage = True
         self._events = events or EventSink(None)
         self._preflight = preflight
@@ -159,17 +160,20 @@ class ModelClient:
         return await self._connect()
 
     async def _connect(self) -> Connection:
-        """The endpoint's connection (:mod:`actors.model._connection`), made on first use in
-        a worker thread. Cancellation: a connection being made in its thread is kept when it
-        is done; a later call finds it."""
-        if self._connection is None:
-            connection = await anyio.to_thread.run_sync(partial(
-                connect, base_url=self.base_url, api_key=self._api_key,
-                http_client=self._http_client,
-            ))
-            if self._connection is None:  # else made meanwhile, by another request
-                self._connection = connection
-        return self._connection
+        """The endpoint's connection (:mod:`actors.model._connection`), made once, on first
+        use, in a worker thread; a caller that comes meanwhile waits for it (the warm-up and
+        the first request made two, in two threads, each importing and building).
+        Cancellation: the connection being made is finished and kept (it does no I/O); the
+        cancellation is delivered after."""
+        async with self._connecting:  # one connection, made once: a second caller waits
+            if self._connection is None:
+                with anyio.CancelScope(shield=True):  # no I/O: imports and a client, bounded
+                    made: Connection = await anyio.to_thread.run_sync(partial(
+                        connect, base_url=self.base_url, api_key=self._api_key,
+                        http_client=self._http_client,
+                    ))
+                self._connection = made
+            return self._connection
 
     async def run(
         self,
