@@ -12,8 +12,9 @@ endpoint.
 
 The ``harness -p`` figure is taken at rest and with the machine loaded: ``--burners`` busy
 processes (default one per core) spinning on the CPU while it runs; the load average before
-the run is printed (other work on a shared machine adds to both). With ``--baseline REV`` the same runs of that revision (``git archive`` of it into
-a temporary directory) interleave with this checkout's, side by side.
+the run is printed (other work on a shared machine adds to both). With ``--baseline REV``
+the same runs of that revision (``git archive`` of it into a temporary directory)
+interleave with this checkout's, side by side.
 """
 
 from __future__ import annotations

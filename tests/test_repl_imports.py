@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -201,3 +202,22 @@ def test_doctor_checks_the_endpoint_without_the_sdk(tmp_path: Path, memory_dir: 
     loaded = _loaded(dump)
     assert "actors.model.doctor" in loaded
     assert sorted(loaded.intersection(NEVER)) == []
+
+
+def test_an_unreachable_endpoint_is_reported_without_the_http_library(
+    tmp_path: Path, memory_dir: Path
+) -> None:
+    """Nothing listens: a TCP connection refused says so before the HTTP library (and its
+    client) is imported or built."""
+    dump = tmp_path / "modules.json"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, "-p", "hello", "--base-url", f"http://127.0.0.1:{port}/v1"],
+        cwd=tmp_path, env=_env(memory_dir, dump), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "connection refused" in done.stderr
+    loaded = _loaded(dump)
+    assert sorted(name for name in loaded if name.split(".")[0] in (
+        "openai", "httpx2", "httpx", "httpcore2", "httpcore")) == []

@@ -182,10 +182,6 @@ def from_exception(exc: BaseException, endpoint: Endpoint, *, streaming: bool) -
     if isinstance(exc, ModelError):
         return exc
     url = endpoint.base_url
-    if isinstance(exc, http.HTTPStatusError):
-        response = exc.response
-        return from_status(response.status_code, response.content, endpoint,
-                           retry_after=retry_after_of(response))
     chain = _chain(exc)
     for link in chain:
         if isinstance(link, ConnectionRefusedError) or (
@@ -196,12 +192,19 @@ def from_exception(exc: BaseException, endpoint: Endpoint, *, streaming: bool) -
         if isinstance(link, socket.gaierror):
             return EndpointUnreachable("unknown host", snippet(str(link.strerror or link)),
                                        endpoint=url, hint="Check the host in --base-url.")
+    # Nothing listening (above) is told without importing the HTTP library: the model
+    # client asks before it makes its connection (actors.model._connection.listening).
+    for link in chain:
         if isinstance(link, http.UnsupportedProtocol | http.InvalidURL):
             return EndpointUnreachable("the URL is not usable", snippet(str(link)),
                                        endpoint=url, hint="Check --base-url.")
         if isinstance(link, http.ConnectTimeout):
             return EndpointUnreachable("no connection", "the server did not accept one in time",
                                        endpoint=url, hint=endpoint.unreachable_hint())
+    if isinstance(exc, http.HTTPStatusError):
+        response = exc.response
+        return from_status(response.status_code, response.content, endpoint,
+                           retry_after=retry_after_of(response))
     for link in chain:
         if isinstance(link, http.TimeoutException | TimeoutError):
             return EndpointTimeout("no answer", "the server stopped sending", endpoint=url)

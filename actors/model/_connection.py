@@ -28,6 +28,9 @@ import json
 import os
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
 
 from actors.model._http import http
 
@@ -74,6 +77,30 @@ class Connection:
         """Close the HTTP client. Cancellation: the caller bounds it."""
         with contextlib.suppress(Exception):
             await self.client.aclose()
+
+
+async def listening(base_url: str) -> OSError | None:
+    """Whether anything accepts a TCP connection at ``base_url``'s host and port: the error
+    of a refused connection or an unknown host, else None (connected, or no answer within
+    :data:`CONNECT_SECONDS`, left to the request to report). Asked before the first
+    connection is made: "nothing listens" (the commonest failure, a server not started) is
+    then known without importing the HTTP library and building its client.
+    Cancellation: the attempt stops."""
+    parts = urlsplit(base_url.strip())
+    try:
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    except ValueError:
+        return None  # the request reports a bad URL
+    if not parts.hostname:
+        return None
+    with anyio.move_on_after(CONNECT_SECONDS):
+        try:
+            stream = await anyio.connect_tcp(parts.hostname, port)
+        except OSError as exc:
+            return exc
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+    return None
 
 
 def request_headers(api_key: str) -> dict[str, str]:

@@ -79,7 +79,7 @@ from actors.core.messages import Message
 from actors.model._assembly import Assembly
 from actors.model._body import Body, EncodedMessages, frame
 from actors.model._classify import from_exception
-from actors.model._connection import Connection, connect
+from actors.model._connection import Connection, connect, listening
 from actors.model._endpoint import Endpoint, check_base_url, root_url
 from actors.model._preflight import (
     context_warning,
@@ -162,11 +162,17 @@ class ModelClient:
     async def _connect(self) -> Connection:
         """The endpoint's connection (:mod:`actors.model._connection`), made once, on first
         use, in a worker thread; a caller that comes meanwhile waits for it (the warm-up and
-        the first request made two, in two threads, each importing and building).
-        Cancellation: the connection being made is finished and kept (it does no I/O); the
-        cancellation is delivered after."""
+        the first request made two, in two threads, each importing and building). Before it
+        is made, a TCP connection to the endpoint is tried: nothing listening raises
+        :class:`EndpointUnreachable` at once (and the next call tries again). Cancellation:
+        the try stops; the connection being made is finished and kept (it does no I/O) and
+        the cancellation is delivered after."""
         async with self._connecting:  # one connection, made once: a second caller waits
             if self._connection is None:
+                if self._http_client is None:  # not a test's transport: a real address
+                    refused = await listening(self.base_url)
+                    if refused is not None:  # nothing listens: said without the HTTP library
+                        raise from_exception(refused, self.endpoint, streaming=False)
                 with anyio.CancelScope(shield=True):  # no I/O: imports and a client, bounded
                     made: Connection = await anyio.to_thread.run_sync(partial(
                         connect, base_url=self.base_url, api_key=self._api_key,
@@ -418,8 +424,8 @@ class ModelClient:
     async def _fetch_models(self) -> tuple[Any, ModelError | None]:
         """The ``/v1/models`` answer, or why the endpoint could not be reached."""
         with anyio.move_on_after(LIST_SECONDS):
-            connection = await self._connect()
             try:
+                connection = await self._connect()
                 return (await connection.fetch("/models")).json(), None
             except ValueError:
                 return None, None
