@@ -85,7 +85,10 @@ def _entries(lines: Lines) -> list[_Entry]:
                 message = get(value, "message", dict, where)
                 if message is None:
                     raise refuse(where, "message", "must be an object")
-                get(message, "content", (str, list), where, "message.content")
+                content = get(message, "content", (str, list), where, "message.content")
+                for i, block in enumerate(content if isinstance(content, list) else ()):
+                    if not isinstance(block, dict):
+                        raise refuse(where, f"message.content[{i}]", "must be an object")
         entries.append(_Entry(number, value))
     return entries
 
