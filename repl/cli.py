@@ -454,6 +454,9 @@ def _check_combinations(args: argparse.Namespace) -> None:
                          "-p, use --output-format json).")
     if args.format is not None and command != "export":
         raise UsageError("--format goes with --export.")
+    if args.format == "atif" and args.rewind_what == "files":
+        raise UsageError("--export --files writes JSON or markdown (ATIF has no place for "
+                         "the files a tool call changed).")
     if args.include_archived and command not in ("list_sessions", "search"):
         raise UsageError("--include-archived goes with --list-sessions or --search.")
     if args.all_projects and command not in ("list_sessions", "search") \

@@ -214,6 +214,12 @@ def delete(store: Store, session_id: str, *, yes: bool, out: TextIO = sys.stdout
 def export(
     store: Store, session_id: str, *, fmt: str, out: TextIO = sys.stdout
 ) -> int:
+    if fmt == "atif":
+        from actors.store._atif import to_atif
+
+        json.dump(to_atif(store, session_id), out, ensure_ascii=False, indent=2)
+        out.write("\n")
+        return 0
     record = export_session(store, session_id)
     if fmt == "markdown":
         out.write(to_markdown(record))
