@@ -304,3 +304,15 @@ def test_a_directory_import_goes_on_past_hostile_files(store: Store, tmp_path: P
     results = import_sessions(store, tmp_path).results
     assert len([r for r in results if r.error]) == len(HOSTILE)
     assert [Path(r.source).name for r in results if r.session_id] == ["zz-good.jsonl"]
+
+
+def test_a_claude_code_session_is_named_by_its_file(store: Store, tmp_path: Path) -> None:
+    """Older Claude Code versions began a resumed session's file with the lines of the
+    session it resumed, their sessionId unchanged: the file's name is the session's id."""
+    old, new = "11111111-2222-4333-8444-555555555555", "66666666-7777-4888-9999-aaaaaaaaaaaa"
+    path = tmp_path / f"{new}.jsonl"
+    copied = json.loads(GOOD) | {"sessionId": old}
+    path.write_text(json.dumps(copied) + "\n" + claude_line(sessionId=new) + "\n")
+    record = imported(store, path)
+    assert record["id"] == derived_id("claude-code", new)
+    assert record["state"]["origin"]["session_id"] == new

@@ -28,6 +28,7 @@ Pure computation over the lines :mod:`actors.store.peers._lines` read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ from actors.store.peers._fields import arguments, get, refuse, text
 from actors.store.peers._lines import Lines
 
 FORMAT = "claude-code"
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 LABEL = "Claude Code transcript"
 CHAIN_TYPES = frozenset({"user", "assistant", "progress", "system", "attachment"})
 ENTRY_TYPES = CHAIN_TYPES | {"summary", "custom-title", "ai-title", "file-history-snapshot",
@@ -299,9 +301,11 @@ def read(lines: Lines) -> Draft:
     line and field for an entry of the wrong shape."""
     entries = _entries(lines)
     path = lines.path
-    session = next((e.value["sessionId"] for e in entries
-                    if isinstance(e.value.get("sessionId"), str) and e.value["sessionId"]),
-                   path.stem)
+    # the file is named after its session (older versions copied a resumed session's lines,
+    # with their old sessionId, into the new session's file); a renamed file: its entries'
+    session = path.stem if _UUID.fullmatch(path.stem) else next(
+        (e.value["sessionId"] for e in reversed(entries)
+         if isinstance(e.value.get("sessionId"), str) and e.value["sessionId"]), path.stem)
     draft = Draft(FORMAT, LABEL, path, session)
     draft.notes.extend(lines.notes)
     chain, sidechain = _chain(entries)
