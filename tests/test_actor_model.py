@@ -133,9 +133,11 @@ class Served:
 
 
 async def serve(endpoint: MemoryEndpoint, *, llm_timeout: float = 120,
-                **timeouts: float) -> Served:
+                saved_after: float | None = None, **timeouts: float) -> Served:
     """One request through the actor's inbox; the events it sent and how long it took.
-    ``timeouts``: the client's ``first_token_timeout`` and ``total_timeout``, if given."""
+    ``timeouts``: the client's ``first_token_timeout`` and ``total_timeout``, if given;
+    ``saved_after``: the checkpoint of what the request carries commits that many seconds
+    after it is sent (its answer waits for it)."""
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(endpoint))
     events_send, events_receive = anyio.create_memory_object_stream[Event](10_000)
     sink = EventSink(events_send)
@@ -152,14 +154,24 @@ async def serve(endpoint: MemoryEndpoint, *, llm_timeout: float = 120,
             async for event in events_receive:
                 seen.append(event)
 
+    saved = None if saved_after is None else anyio.Event()
+
+    async def commit() -> None:
+        assert saved is not None and saved_after is not None
+        await anyio.sleep(saved_after)
+        saved.set()
+
     async with anyio.create_task_group() as tg:
         tg.start_soon(collect)
+        if saved is not None:
+            tg.start_soon(commit)
         async with anyio.create_task_group() as actor:
             await actor.start(client.run, receive)
             start = anyio.current_time()
             async with inbox:
                 outcome: ModelOutcome = await ask(
-                    inbox, lambda reply: ModelRequest(USER, reply, events=sink), "model client")
+                    inbox, lambda reply: ModelRequest(USER, reply, events=sink, saved=saved),
+                    "model client")
             seconds = anyio.current_time() - start
         events_send.close()
     return Served(outcome, seen, seconds)
@@ -252,6 +264,16 @@ async def test_a_stream_silent_for_longer_than_llm_timeout_fails_with_one_line()
     assert served.seconds == pytest.approx(2 + 30)  # chunks at 0, 1 and 2 s, then silence
     assert served.outcome.partial_text == "" and not served.outcome.interrupted
     assert len(served.events) >= 1  # the text shown before the stall (one and two)
+
+
+async def test_the_time_an_answer_waits_for_its_checkpoint_is_not_silence() -> None:
+    """The server streams on; the answer's pieces wait 200 s for the checkpoint of what the
+    request carries (a slow disk): only the waits for the server count."""
+    reply = Reply("one two three four five six")
+    served = await serve(MemoryEndpoint([Paced(reply, every=1)]), llm_timeout=30,
+                         saved_after=200)
+    assert text_of(served) == "one two three four five six"
+    assert served.seconds == pytest.approx(200, abs=10)
 
 
 async def test_the_first_token_may_take_longer_than_llm_timeout() -> None:

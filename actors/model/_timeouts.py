@@ -18,6 +18,7 @@ server count: the time the answer's pieces take to be shown or to wait for their
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import anyio
@@ -55,6 +56,14 @@ class Watch:
         ``silence`` seconds from now to send some."""
         if self.began:
             self.scope.deadline = anyio.current_time() + self._timeouts.silence
+
+    def heard(self, chunk: bool) -> None:
+        """Bytes arrived (``chunk``: a chunk of the answer among them): once the answer
+        began, no deadline runs until the next :meth:`waiting`, while what came is shown
+        (and waits for its checkpoint)."""
+        self.began = self.began or chunk
+        if self.began:
+            self.scope.deadline = math.inf
 
     def error(self, endpoint: str, chunks: int) -> EndpointTimeout:
         """What the user is told when :attr:`scope` ran out."""

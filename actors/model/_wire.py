@@ -153,7 +153,7 @@ async def _read(
                            for line in lines.feed(data))
             except ModelError as exc:  # what came before a server's error is shown first
                 failure = exc
-            watch.began = watch.began or assembly.chunks > 0
+            watch.heard(assembly.chunks > 0)
             for piece in _joined(pieces):
                 await on_piece(piece)
             if failure is not None:
