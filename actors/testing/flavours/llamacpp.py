@@ -4,10 +4,12 @@
 - Chunks: ``{"choices": [{"finish_reason", "index", "delta"}], "created", "id", "model",
   "system_fingerprint": "b<build>-<commit>", "object"}``; the first delta is
   ``{"role": "assistant", "content": null}``.
-- Reasoning by ``--reasoning-format``: ``"deepseek"`` sends ``reasoning_content`` deltas;
-  ``"none"`` leaves ``<think>…</think>`` in the content; ``"lone-close"`` is builds >= b9211
-  whose template opened the block in the prompt: the content is the reasoning, ``</think>``,
-  then the answer (issue 23320).
+- Reasoning by ``--reasoning-format``: ``"deepseek"`` (the default, ``auto``) sends
+  ``reasoning_content`` deltas; ``"none"`` leaves the model's own markup in the content:
+  Gemma 4's ``<|channel>thought\n…<channel|>`` (``template="gemma4"``, checked against the
+  real server), ``<think>…</think>`` for the others (``template="think"``); ``"lone-close"``
+  is builds >= b9211 whose template opened the block in the prompt: the content is the
+  reasoning, ``</think>``, then the answer (issue 23320).
 - Tool calls stream in fragments: the first delta of a call has ``index``, a random 32-char
   ``id``, ``type`` and the name; later ones only ``index`` and an ``arguments`` piece. With
   ``arguments_as_object`` (builds of March 2026, issue 20198) each call comes whole with its
@@ -47,6 +49,7 @@ class LlamaCpp(Flavour):
         self,
         *,
         reasoning_format: Literal["deepseek", "none", "lone-close"] = "deepseek",
+        template: Literal["gemma4", "think"] = "gemma4",
         arguments_as_object: bool = False,
         usage_in_finish: bool = False,
         legacy_errors: bool = False,
@@ -55,6 +58,7 @@ class LlamaCpp(Flavour):
         build: str = "b9294-0f3cb3fc8",
     ) -> None:
         self.reasoning_format = reasoning_format
+        self.template = template
         self.arguments_as_object = arguments_as_object
         self.usage_in_finish = usage_in_finish
         self.legacy_errors = legacy_errors
@@ -88,7 +92,9 @@ class LlamaCpp(Flavour):
     def payloads(self, step: Reply, body: JSON) -> Iterator[JSON | bytes]:
         yield self.chunk(step, body, {"role": "assistant", "content": None})
         text = step.text
-        if step.reasoning and self.reasoning_format == "none":
+        if step.reasoning and self.reasoning_format == "none" and self.template == "gemma4":
+            text = f"<|channel>thought\n{step.reasoning}<channel|>{text}"
+        elif step.reasoning and self.reasoning_format == "none":
             text = f"<think>\n{step.reasoning}\n</think>\n\n{text}"
         elif step.reasoning and self.reasoning_format == "lone-close":
             text = f"{step.reasoning}\n</think>\n\n{text}"
