@@ -181,7 +181,8 @@ def test_reasoning_fields_are_kept_out_of_the_answer() -> None:
                         chunk({"reasoning_content": "Let me think. "}),
                         chunk({"content": "", "reasoning": "More."}),
                         chunk({"content": "Answer."}), chunk({}, "stop"))
-    assert assembly.message() == {"role": "assistant", "content": "Answer."}
+    assert assembly.message() == {"role": "assistant", "content": "Answer.",
+                                  "reasoning_content": "Let me think. More."}
     assert assembly.reasoning_text() == "Let me think. More."
 
 

@@ -26,7 +26,15 @@ from actors.testing.scripted_server import (
     tool_pairing_errors,
 )
 from tests.clitools import harness
-from tests.test_endpoint_flavours import AFTER, CONTENT, FLAVOURS, TAGS, THINKING, script
+from tests.test_endpoint_flavours import (
+    AFTER,
+    CONTENT,
+    FLAVOURS,
+    TAGS,
+    THINKING,
+    script,
+    sent_text,
+)
 
 pytestmark = pytest.mark.slow
 BACKOFF = "0.01"  # the schedule doubles from here: five attempts take 0.15 s, not 7.5 s
@@ -81,7 +89,7 @@ def test_each_server_and_quirk_in_print_mode(
         "path": "out.txt", "content": CONTENT}
     assert tool_lines[1] == '[tool] run_bash({"command": "cat out.txt"})'
     assert tool_pairing_errors(server.requests[1]["messages"]) == []
-    sent = json.dumps([r["messages"] for r in server.requests])
+    sent = sent_text(server.requests)  # as answer text (as reasoning: test_endpoint_reasoning)
     assert THINKING not in sent and not any(tag in sent for tag in TAGS)
     sid = err.split()[1]
     state = SessionStore(memory_dir).info(sid).state

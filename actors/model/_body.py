@@ -22,6 +22,13 @@ the harness reads (:data:`~actors.core.messages.SHOWN`, what the user typed besi
 model gets): they are left out here, as each message is encoded, so the caller passes its
 own message objects and they are recognised request after request.
 
+An assistant message's reasoning (:data:`~actors.core.messages.REASONING`) is sent only when
+the caller says the server's template renders it, and then only on the messages of the
+current turn, after the last user message (where such templates read it: Gemma 4 keeps its
+chain of thought between the tool calls of one turn, and no template wants earlier turns'):
+a message encoded with its reasoning is encoded again, without it, once a user message
+follows it.
+
 Pure: no I/O; not thread-safe (the model client uses it on the event loop only).
 """
 
@@ -34,7 +41,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from actors.core.budget import estimate_message
-from actors.core.messages import SHOWN, Message, call_ids_of
+from actors.core.messages import REASONING, SHOWN, Message, call_ids_of
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 CHUNK = 64 * 1024  # bytes of body per write (asyncio's transport buffers 64 KiB before pausing)
@@ -45,11 +52,29 @@ def dumps(value: Any) -> bytes:
     return _encoder.encode(value).encode()
 
 
-def _for_wire(message: Message) -> Message:
-    """``message`` as a request carries it: without the keys only the harness reads."""
-    if SHOWN in message:
-        return {key: value for key, value in message.items() if key != SHOWN}
+def _for_wire(message: Message, reasoning: bool = False) -> Message:
+    """``message`` as a request carries it: without the keys only the harness reads, and
+    with its reasoning only when ``reasoning`` says so."""
+    if SHOWN in message or (not reasoning and REASONING in message):
+        return {key: value for key, value in message.items()
+                if key != SHOWN and (reasoning or key != REASONING)}
     return message
+
+
+_ROLE = '{"role":"'  # how the canonical JSON of a message built role first begins
+_USER = _ROLE + 'user"'
+
+
+def _is_user(messages: Sequence[Message], position: int, text: str | None = None) -> bool:
+    """Whether the message at ``position`` is the user's; ``text``: its stored JSON, if it
+    is a stored row (one whose role comes first is told without parsing it)."""
+    if text is None:
+        wire = getattr(messages, "wire", None)
+        stored = wire(position) if wire is not None else None
+        text = stored[0] if stored is not None else None
+    if text is not None and text.startswith(_ROLE):
+        return text.startswith(_USER)
+    return bool(messages[position].get("role") == "user")
 
 
 def _keys(messages: Sequence[Message]) -> tuple[object, Sequence[object]]:
@@ -177,6 +202,9 @@ class EncodedMessages:
         self._tokens: list[int] = []  # estimated tokens of the messages up to each one
         self._calls: list[tuple[str, ...] | list[str]] = []  # each message's call ids
         self._parts: list[str | bytes] = []  # each message's JSON: a stored text, or encoded
+        self._user: list[bool] = []  # each message: whether it is the user's
+        self._reasoned: set[int] = set()  # the messages encoded with their reasoning
+        self._reasoning = False  # whether the latest update sent the current turn's reasoning
         self._call_ids: set[str] = set()
         self.encoded = 0  # messages encoded so far (for tests and benchmarks)
         self.taken = 0  # messages taken as stored, not parsed nor encoded (the same)
@@ -187,9 +215,10 @@ class EncodedMessages:
         return (bool(self._keys) and bool(keys) and keys[0] is self._keys[0]
                 and (origin is self._origin or type(keys[0]) is not int))
 
-    def update(self, messages: Sequence[Message]) -> None:
+    def update(self, messages: Sequence[Message], *, reasoning: bool = False) -> None:
         """Make these the messages held, encoding only those not held already. A stored
-        row not yet parsed is taken as stored (its text is what encoding it would give)."""
+        row not yet parsed is taken as stored (its text is what encoding it would give).
+        ``reasoning``: send the reasoning of the current turn's messages (see the module)."""
         origin, keys = _keys(messages)
         held_keys = self._keys
         held = len(held_keys)
@@ -206,16 +235,32 @@ class EncodedMessages:
             )
             self._truncate(keep)
         self._origin = origin
+        turn = len(keys)  # where the current turn's messages begin (none of them held)
+        if reasoning or self._reasoned:
+            turn = self._turn_start(messages, keep)
+            for position in sorted(self._reasoned):  # a user message followed them
+                if position < turn or not reasoning:
+                    self._encode_again(messages[position], position, reasoning=False)
+            if reasoning and not self._reasoning:  # the turn's held messages gain theirs
+                for position in range(turn, keep):
+                    if REASONING in messages[position]:
+                        self._encode_again(messages[position], position, reasoning=True)
+        self._reasoning = reasoning
         wire = getattr(messages, "wire", None)
         for position in range(keep, len(keys)):
             stored = wire(position) if wire is not None else None
             part: str | bytes
             if stored is not None:
                 part, tokens, calls = stored  # the row's own text, not a copy
+                self._user.append(_is_user(messages, position, stored[0]))
                 self.taken += 1
             else:
                 message = messages[position]
-                part = dumps(_for_wire(message))
+                reasoned = reasoning and position >= turn and REASONING in message
+                part = dumps(_for_wire(message, reasoned))
+                if reasoned:
+                    self._reasoned.add(position)
+                self._user.append(message.get("role") == "user")
                 tokens, calls = estimate_message(message), call_ids_of(message)
                 self.encoded += 1
             end = self._ends[-1] + 1 if self._ends else 0  # a comma after the one before
@@ -227,8 +272,32 @@ class EncodedMessages:
             self._calls.append(calls)
             self._call_ids.update(calls)
 
+    def _encode_again(self, message: Message, position: int, *, reasoning: bool) -> None:
+        """Encode a held message again, with or without its reasoning, in its place."""
+        part = dumps(_for_wire(message, reasoning))
+        delta = _size(part) - _size(self._parts[position])
+        self._parts[position] = part
+        ends = self._ends
+        for later in range(position, len(ends)):
+            ends[later] += delta
+        if reasoning:
+            self._reasoned.add(position)
+        else:
+            self._reasoned.discard(position)
+        self.encoded += 1
+
+    def _turn_start(self, messages: Sequence[Message], held: int) -> int:
+        """The position after the last user message of ``messages`` (0: there is none);
+        the first ``held`` of them are the messages held."""
+        for position in range(len(messages) - 1, -1, -1):
+            if self._user[position] if position < held else _is_user(messages, position):
+                return position + 1
+        return 0
+
     def _truncate(self, keep: int) -> None:
         del self._keys[keep:]
+        del self._user[keep:]
+        self._reasoned = {i for i in self._reasoned if i < keep}
         del self._ends[keep:]
         del self._tokens[keep:]
         del self._calls[keep:]

@@ -17,29 +17,29 @@ how to raise the server's context, or what to pass as ``--max-context-tokens``.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
+from actors.model._connection import Connection
 from actors.model._endpoint import Endpoint, root_url
-from actors.model._http import http
-
-if TYPE_CHECKING:
-    import openai
 
 LOOKUP_SECONDS = 3
 _NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)", re.M)
 
 
-async def get_json(client: openai.AsyncOpenAI, url: str, body: Any = None) -> Any:
-    """GET (or POST ``body`` to) an absolute or relative URL; None if that fails."""
+async def get_json(connection: Connection, url: str, body: Any = None) -> Any:
+    """GET (or POST ``body`` to) an absolute URL, through the HTTP client with the SDK's
+    headers; the decoded JSON of a 2xx answer, else None (nothing learned)."""
     with anyio.move_on_after(LOOKUP_SECONDS):
         try:
             if body is None:
-                response = await client.get(url, cast_to=http.Response)
+                response = await connection.http.get(url, headers=connection.headers)
             else:
-                response = await client.post(url, body=body, cast_to=http.Response)
-            return response.json()
+                response = await connection.http.post(url, json=body,
+                                                      headers=connection.headers)
+            if response.is_success:
+                return response.json()
         except Exception:  # no such endpoint, not JSON, refused: nothing learned
             return None
     return None
@@ -49,7 +49,7 @@ def _base(name: str) -> str:
     return name if ":" in name else f"{name}:latest"
 
 
-async def ollama_context(client: openai.AsyncOpenAI, endpoint: Endpoint) -> bool:
+async def ollama_context(client: Connection, endpoint: Endpoint) -> bool:
     """Learn the context ollama uses for the model (``/api/ps``, else ``/api/show``); True if
     it is known now."""
     root = root_url(endpoint.base_url)
@@ -72,15 +72,12 @@ async def ollama_context(client: openai.AsyncOpenAI, endpoint: Endpoint) -> bool
     return False
 
 
-async def llamacpp_context(client: openai.AsyncOpenAI, endpoint: Endpoint) -> bool:
+async def llamacpp_context(client: Connection, endpoint: Endpoint) -> bool:
+    """Learn what llama.cpp's ``/props`` tells (:meth:`Endpoint.learn_from_props`); True if
+    the context is known now."""
     props = await get_json(client, f"{root_url(endpoint.base_url)}/props")
-    settings = props.get("default_generation_settings") if isinstance(props, dict) else None
-    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-    if isinstance(n_ctx, int) and n_ctx > 0:
-        endpoint.context_length = n_ctx
-        endpoint.context_source = "n_ctx in /props"
-        return True
-    return False
+    endpoint.learn_from_props(props)
+    return endpoint.context_length is not None
 
 
 def suggested_context(budget: int) -> int:

@@ -69,6 +69,7 @@ from actors.model._connection import Connection, connect
 from actors.model._endpoint import Endpoint, check_base_url, root_url
 from actors.model._http import http
 from actors.model._preflight import (
+    LOOKUP_SECONDS,
     context_warning,
     get_json,
     llamacpp_context,
@@ -125,6 +126,7 @@ class ModelClient:
         self._budget = context_budget
         self._warned: set[str] = set()
         self._context_checked = False
+        self._looked_up: anyio.Event | None = None  # see _look_up
         self._background: anyio.abc.TaskGroup | None = None
         # The conversation's requests and the compactor's, each encoded incrementally.
         self._encoded = (EncodedMessages(), EncodedMessages())
@@ -235,6 +237,7 @@ class ModelClient:
     async def _complete_checked(
         self, request: ModelRequest, progress: _Progress
     ) -> ModelOutcome:
+        await self._look_up()
         encoded = self._encoded_for(request.messages)
         taken = encoded.call_ids
         in_messages = encoded.tokens
@@ -299,7 +302,7 @@ class ModelClient:
         if not first.starts(messages):
             first, second = second, first
             self._encoded = (first, second)
-        first.update(messages)
+        first.update(messages, reasoning=self.endpoint.renders_reasoning)
         return first
 
     def _body(self, request: ModelRequest, encoded: EncodedMessages) -> Body:
@@ -373,11 +376,11 @@ class ModelClient:
                                     hint=self.endpoint.pull_hint())
             await self._warn("model", str(missing))
         if self.endpoint.server == "unknown":
-            version = await get_json((await self._connect()).sdk,
+            version = await get_json(await self._connect(),
                                      f"{root_url(self.base_url)}/api/version")
             if isinstance(version, dict) and "version" in version:
                 self.endpoint.server = "ollama"
-        await self._learn_context()
+        await self._look_up()
 
     async def _fetch_models(self) -> tuple[Any, ModelError | None]:
         """The ``/v1/models`` answer, or why the endpoint could not be reached."""
@@ -394,15 +397,39 @@ class ModelClient:
                 return None, None  # reachable, but no list of models: nothing to check
         return None, None
 
+    async def _look_up(self) -> None:
+        """What the server tells about itself that requests depend on (the context a
+        request gets; llama.cpp: whether its template wants the turn's reasoning back),
+        looked up once: by the start-up check in the REPL, else before the first request
+        (print mode); a request that comes while it runs waits for it. Bounded by
+        :data:`LOOKUP_SECONDS` in all; a failure learns nothing. Cancellation: a lookup
+        cancelled half-way counts as done."""
+        done = self._looked_up
+        if done is None:
+            done = self._looked_up = anyio.Event()
+            try:
+                with anyio.move_on_after(LOOKUP_SECONDS):
+                    await _quietly(self._learn)
+            finally:
+                done.set()
+        elif not done.is_set():
+            with anyio.move_on_after(LOOKUP_SECONDS):
+                await done.wait()
+
+    async def _learn(self) -> None:
+        if self.endpoint.server == "unknown" and not self.endpoint.models:
+            connection = await self._connect()  # its /v1/models names the server
+            self.endpoint.learn_from_models(await get_json(
+                connection, f"{self.base_url.rstrip('/')}/models"))
+        await self._learn_context()
+
     async def _check_context(self) -> None:
         """After the first answer: the context, if the start-up check could not tell."""
         if self.endpoint.context_length is None:
             await self._learn_context()
 
     async def _learn_context(self) -> None:
-        if self._budget is None:
-            return
-        client = (await self._connect()).sdk
+        client = await self._connect()
         server = self.endpoint.server
         if server == "ollama":
             await ollama_context(client, self.endpoint)
@@ -411,7 +438,8 @@ class ModelClient:
         elif server == "vllm" and self.endpoint.context_length is None:
             payload, _ = await self._fetch_models()
             self.endpoint.learn_from_models(payload)
-        warning = context_warning(self.endpoint, self._budget)
+        warning = None if self._budget is None else context_warning(self.endpoint,
+                                                                     self._budget)
         if warning is not None:
             await self._warn("context", warning)
 

@@ -35,6 +35,39 @@ from typing import Any, Literal
 from actors.testing.flavours._base import JSON, Flavour, Response, pieces, prompt_estimate
 from actors.testing.steps import Reply
 
+# What /props says of the chat template, abridged to the parts the harness reads: Gemma 4's
+# own (it renders an assistant message's reasoning_content after the last user message; its
+# markup is the model's control tokens) and a template that keeps no reasoning, in ChatML.
+TEMPLATES = {
+    "gemma4": (
+        "{{- bos_token -}}{%- for message in loop_messages -%}"
+        "{{- '<|turn>' + role + '\\n' -}}"
+        "{%- set thinking_text = message.get('reasoning') or message.get('reasoning_content') -%}"
+        "{%- if thinking_text and loop.index0 > ns_turn.last_user_idx and "
+        "message.get('tool_calls') -%}"
+        "{{- '<|channel>thought\\n' + thinking_text + '\\n<channel|>' -}}{%- endif -%}"
+        "{{- '<|tool_call>call:' + function['name'] + '{' -}}{{- '}<tool_call|>' -}}"
+        "{{- '<|tool_response>' -}}{{- '<|\"|>' + argument + '<|\"|>' -}}"
+        "{{- '<tool_response|>' -}}{{- '<turn|>\\n' -}}{%- endfor -%}"
+        "{%- if add_generation_prompt -%}{{- '<|turn>model\\n' -}}{%- endif -%}"
+    ),
+    "think": (
+        "{%- for message in messages -%}{{- '<|im_start|>' + message.role + '\\n' -}}"
+        "{%- if '</think>' in content -%}{%- set content = content.split('</think>')[-1] -%}"
+        "{%- endif -%}{{- content + '<|im_end|>\\n' -}}{%- endfor -%}"
+        "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n<think>\\n' -}}"
+        "{%- endif -%}"
+    ),
+}
+# The special tokens of each template's model (what /tokenize keeps whole with parse_special).
+SPECIAL_TOKENS = {
+    "gemma4": ("<bos>", "<eos>", "<pad>", "<|turn>", "<turn|>", "<|channel>", "<channel|>",
+               "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>",
+               '<|"|>', "<|tool>", "<tool|>", "<|think|>"),
+    "think": ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>"),
+}
+BOS_EOS = {"gemma4": ("<bos>", "<eos>"), "think": ("", "<|im_end|>")}
+
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403:
                "permission_error", 404: "not_found_error", 501: "not_supported_error",
                503: "unavailable_error"}
@@ -55,6 +88,8 @@ class LlamaCpp(Flavour):
         legacy_errors: bool = False,
         jinja: bool = True,
         n_ctx: int = 8192,
+        slots: int = 4,
+        kv_unified: bool = True,
         build: str = "b9294-0f3cb3fc8",
     ) -> None:
         self.reasoning_format = reasoning_format
@@ -63,7 +98,9 @@ class LlamaCpp(Flavour):
         self.usage_in_finish = usage_in_finish
         self.legacy_errors = legacy_errors
         self.jinja = jinja
-        self.n_ctx = n_ctx
+        self.n_ctx = n_ctx  # -c
+        self.slots = slots  # -np (4 by default: "auto")
+        self.kv_unified = kv_unified  # False: --no-kv-unified, each slot gets -c / -np
         self.build = build
         self._rng = random.Random(11)
 
@@ -147,11 +184,11 @@ class LlamaCpp(Flavour):
         if body.get("tools") and not self.jinja:
             return 500, self.error_payload(500, "tools param requires --jinja flag")
         needed = prompt_estimate(body, with_tools=True)
-        if needed > self.n_ctx:
+        if needed > self.slot_context:
             payload = self.error_payload(400, "the request exceeds the available context "
                                          "size, try increasing it")
             payload["error"].update(type="exceed_context_size_error", n_prompt_tokens=needed,
-                                    n_ctx=self.n_ctx)
+                                    n_ctx=self.slot_context)
             return 400, payload
         return None
 
@@ -165,11 +202,35 @@ class LlamaCpp(Flavour):
                      for m in models],
         }
 
+    @property
+    def slot_context(self) -> int:
+        """The context one request gets (``n_ctx`` in /props)."""
+        return self.n_ctx if self.kv_unified else self.n_ctx // self.slots
+
+    def props(self, models: Sequence[str]) -> JSON:
+        bos, eos = BOS_EOS[self.template]
+        return {
+            "default_generation_settings": {
+                "params": {"temperature": 0.8, "max_tokens": -1, "n_predict": -1,
+                           "chat_format": "Content-only", "reasoning_format": "none"},
+                "n_ctx": self.slot_context},
+            "total_slots": self.slots, "model_alias": models[0] if models else "",
+            "model_path": models[0] if models else "",
+            "modalities": {"vision": False, "video": False, "audio": False},
+            "endpoint_slots": True, "endpoint_props": False, "endpoint_metrics": False,
+            "chat_template": TEMPLATES[self.template],
+            "chat_template_caps": {
+                "supports_object_arguments": True, "supports_parallel_tool_calls": True,
+                "supports_preserve_reasoning": False, "supports_reasoning_effort": False,
+                "supports_string_content": True, "supports_system_role": True,
+                "supports_tool_calls": True, "supports_tools": True,
+                "supports_typed_content": True},
+            "bos_token": bos, "eos_token": eos, "build_info": self.build,
+            "is_sleeping": False}
+
     def get(self, path: str, models: Sequence[str]) -> Response | None:
         if path == "/props":
-            return 200, {"default_generation_settings": {"n_ctx": self.n_ctx},
-                         "total_slots": 1, "model_path": models[0] if models else "",
-                         "build_info": self.build}
+            return 200, self.props(models)
         if path == "/health":
             return 200, {"status": "ok"}
         return None
