@@ -6,6 +6,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
@@ -85,6 +86,7 @@ class Endpoint:
     context_source: str = ""  # how it was learned, for the warning
     slots: int | None = None  # llama.cpp: requests served at once (each gets context_length)
     renders_reasoning: bool = False  # its chat template reads the turn's reasoning_content
+    control_tokens: frozenset[str] = frozenset()  # the served model's, as the server told
 
     def __post_init__(self) -> None:
         if self.server == "unknown":
@@ -176,6 +178,33 @@ def template_renders_reasoning(props: dict[str, object]) -> bool:
         return True
     template = props.get("chat_template")
     return isinstance(template, str) and "reasoning_content" in template
+
+
+_MARKUP = re.compile(r"<[^\s<>]{1,48}>|\[/?[A-Z_]{2,32}\]")
+
+
+def markup_candidates(props: dict[str, object]) -> list[str]:
+    """What may be the served model's control tokens, from llama.cpp's ``/props``: the
+    markup its chat template writes (``<|turn>``, ``<|"|>``, ``[INST]``) and its BOS and EOS
+    (the server's ``/tokenize`` tells which are single special tokens)."""
+    found: dict[str, None] = {}
+    template = props.get("chat_template")
+    if isinstance(template, str):
+        found.update(dict.fromkeys(_MARKUP.findall(template)))
+    for key in ("bos_token", "eos_token"):
+        token = props.get(key)
+        if isinstance(token, str) and 1 < len(token) <= 48 and not token.isspace():
+            found[token] = None
+    return list(found)
+
+
+def single_tokens(candidates: list[str], tokenized: object) -> frozenset[str]:
+    """The candidates that ``/tokenize`` (of them joined by newlines, with ``parse_special``
+    and ``with_pieces``) kept whole, as one piece each."""
+    tokens = tokenized.get("tokens") if isinstance(tokenized, dict) else None
+    pieces = {t.get("piece") for t in tokens if isinstance(t, dict)} if isinstance(
+        tokens, list) else set()
+    return frozenset(c for c in candidates if c in pieces)
 
 
 def guess_server(base_url: str) -> Server:

@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 
 from actors.model._connection import Connection
-from actors.model._endpoint import Endpoint, root_url
+from actors.model._endpoint import Endpoint, markup_candidates, root_url, single_tokens
 
 LOOKUP_SECONDS = 3
 _NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)", re.M)
@@ -75,8 +75,14 @@ async def ollama_context(client: Connection, endpoint: Endpoint) -> bool:
 async def llamacpp_context(client: Connection, endpoint: Endpoint) -> bool:
     """Learn what llama.cpp's ``/props`` tells (:meth:`Endpoint.learn_from_props`); True if
     the context is known now."""
-    props = await get_json(client, f"{root_url(endpoint.base_url)}/props")
+    root = root_url(endpoint.base_url)
+    props = await get_json(client, f"{root}/props")
     endpoint.learn_from_props(props)
+    candidates = markup_candidates(props) if isinstance(props, dict) else []
+    if candidates:  # which of them the model has as tokens (llama.cpp b4000 and later)
+        tokenized = await get_json(client, f"{root}/tokenize", {
+            "content": "\n".join(candidates), "parse_special": True, "with_pieces": True})
+        endpoint.control_tokens = single_tokens(candidates, tokenized)
     return endpoint.context_length is not None
 
 

@@ -44,6 +44,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.core.budget import Usage, estimate_messages, estimate_tools, prompt_truncated
 from actors.core.config import PROMPT_GRACE_SECONDS
+from actors.core.control_tokens import ControlTokens
 from actors.core.errors import (
     EndpointTimeout,
     EndpointUnreachable,
@@ -63,7 +64,7 @@ from actors.core.events import (
 from actors.core.mailbox import answer
 from actors.core.messages import Message
 from actors.model._assembly import Assembly
-from actors.model._body import Body, EncodedMessages, frame
+from actors.model._body import FAMILIES, Body, EncodedMessages, frame
 from actors.model._classify import from_exception
 from actors.model._connection import Connection, connect
 from actors.model._endpoint import Endpoint, check_base_url, root_url
@@ -127,6 +128,7 @@ class ModelClient:
         self._warned: set[str] = set()
         self._context_checked = False
         self._looked_up: anyio.Event | None = None  # see _look_up
+        self._tokens: tuple[frozenset[str], ControlTokens] = (frozenset(), FAMILIES)
         self._background: anyio.abc.TaskGroup | None = None
         # The conversation's requests and the compactor's, each encoded incrementally.
         self._encoded = (EncodedMessages(), EncodedMessages())
@@ -302,8 +304,17 @@ class ModelClient:
         if not first.starts(messages):
             first, second = second, first
             self._encoded = (first, second)
-        first.update(messages, reasoning=self.endpoint.renders_reasoning)
+        first.update(messages, reasoning=self.endpoint.renders_reasoning,
+                     tokens=self._control_tokens())
         return first
+
+    def _control_tokens(self) -> ControlTokens:
+        """The control tokens to neutralise: the common families', and the served model's
+        once the server told them (made again only when they change)."""
+        learned = self.endpoint.control_tokens
+        if learned != self._tokens[0]:
+            self._tokens = (learned, ControlTokens(learned))
+        return self._tokens[1]
 
     def _body(self, request: ModelRequest, encoded: EncodedMessages) -> Body:
         """The request's JSON body; ``encoded`` holds its messages. What comes around them

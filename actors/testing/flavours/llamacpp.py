@@ -235,6 +235,18 @@ class LlamaCpp(Flavour):
             return 200, {"status": "ok"}
         return None
 
+    def post(self, path: str, body: JSON, models: Sequence[str]) -> Response | None:
+        if path == "/tokenize":  # pieces as with_pieces gives them: a special token whole
+            content = str(body.get("content", ""))
+            special = SPECIAL_TOKENS[self.template] if body.get("parse_special") else ()
+            pieces: list[str] = []
+            while content:
+                token = next((t for t in special if content.startswith(t)), content[0])
+                pieces.append(token)
+                content = content[len(token):]
+            return 200, {"tokens": [{"id": n, "piece": p} for n, p in enumerate(pieces)]}
+        return None
+
     def not_found(self, method: str, path: str) -> Response:
         return 404, {"error": {"code": 404, "message": "File Not Found",
                                "type": "not_found_error"}}
