@@ -93,29 +93,117 @@ def suggested_context(budget: int) -> int:
     return size
 
 
-def context_warning(endpoint: Endpoint, budget: int) -> str | None:
-    """A warning when the server's context is smaller than ``--max-context-tokens``."""
+COMPACT_PROMPT = "the compact prompt is used when the context is 8,192 tokens or less"
+CONTEXT_FULL_SLACK = 4  # prompt + answer this close to the context: the context ended it
+
+
+def raise_context(endpoint: Endpoint, want: int) -> str:
+    """The server's own way to give a request ``want`` tokens of context (a sentence without
+    its full stop). llama.cpp with several slots: ``-np 1``, since ``-c`` is what each slot
+    gets only with the shared cache (the default), and ``-c`` divided among them with
+    ``--no-kv-unified``; /props tells the slots, not which of the two it is."""
+    if endpoint.server == "ollama":
+        return (f"Start ollama with 'OLLAMA_CONTEXT_LENGTH={want} ollama serve' (or PARAMETER "
+                f"num_ctx {want} in a Modelfile)")
+    if endpoint.server == "vllm":
+        return f"Start vLLM with --max-model-len {want}"
+    if endpoint.server == "llama.cpp":
+        slots = endpoint.slots or 1
+        if slots > 1:
+            return (f"Start llama-server with -c {want} -np 1 (with --no-kv-unified each of "
+                    f"its {slots} slots gets -c / {slots})")
+        return f"Start llama-server with -c {want}"
+    return f"Raise the server's context to {want:,} tokens"
+
+
+def _gives(endpoint: Endpoint, length: int) -> str:
+    """``length`` as the context a request gets, and where that was learned."""
+    source = endpoint.context_source
+    if endpoint.server == "llama.cpp" and (endpoint.slots or 1) > 1:
+        source = f"{source}; {endpoint.slots} slots" if source else f"{endpoint.slots} slots"
+    where = f" ({source})" if source else ""
+    if endpoint.server == "ollama":
+        return f"ollama runs {endpoint.model} with a {length:,}-token context{where}"
+    if endpoint.server == "vllm":
+        return f"vLLM serves {endpoint.model} with max_model_len {length:,}{where}"
+    if endpoint.server == "llama.cpp":
+        return f"llama-server gives each request a {length:,}-token context{where}"
+    return f"The server's context is {length:,} tokens{where}"
+
+
+def context_warning(endpoint: Endpoint, budget: int, fixed: int | None = None) -> str | None:
+    """A warning when the server's context is smaller than ``--max-context-tokens``;
+    ``fixed``: the harness's estimate of its fixed prompt (system prompt and tool schemas),
+    when known: a context that cannot hold it is said so, with the only fixes."""
     length = endpoint.context_length
     if length is None or length >= budget:
         return None
     want = suggested_context(budget)
-    where = f"({endpoint.context_source})" if endpoint.context_source else ""
+    gives = _gives(endpoint, length)
+    if fixed is not None and length <= fixed:
+        return (f"{gives}: the harness's fixed prompt (system prompt and tool schemas, "
+                f"~{fixed:,} tokens) alone does not fit, and every request will be refused. "
+                f"{raise_context(endpoint, want)}; {COMPACT_PROMPT}.")
     if endpoint.server == "ollama":
-        return (f"ollama runs {endpoint.model} with a {length:,}-token context {where}, "
-                f"below --max-context-tokens {budget:,}: past it ollama silently drops the "
-                f"oldest messages. Start ollama with 'OLLAMA_CONTEXT_LENGTH={want} ollama "
-                f"serve' (or PARAMETER num_ctx {want} in a Modelfile), or pass "
+        return (f"{gives}, below --max-context-tokens {budget:,}: past it ollama silently "
+                f"drops the oldest messages. {raise_context(endpoint, want)}, or pass "
                 f"--max-context-tokens {length}.")
-    if endpoint.server == "vllm":
-        return (f"vLLM serves {endpoint.model} with max_model_len {length:,} {where}, below "
-                f"--max-context-tokens {budget:,}: longer requests are refused. Start vLLM "
-                f"with --max-model-len {want}, or pass --max-context-tokens {length}.")
-    if endpoint.server == "llama.cpp":
-        return (f"llama-server runs with a {length:,}-token context {where}, below "
-                f"--max-context-tokens {budget:,}: longer requests are refused. Start it with "
-                f"-c {want}, or pass --max-context-tokens {length}.")
-    return (f"The server's context is {length:,} tokens {where}, below --max-context-tokens "
-            f"{budget:,}. Pass --max-context-tokens {length}.")
+    if endpoint.server in ("vllm", "llama.cpp"):
+        return (f"{gives}, below --max-context-tokens {budget:,}: longer requests are "
+                f"refused. {raise_context(endpoint, want)}, or pass --max-context-tokens "
+                f"{length}.")
+    return f"{gives}, below --max-context-tokens {budget:,}. Pass --max-context-tokens {length}."
+
+
+def refusal_hint(endpoint: Endpoint, prompt: int | None, context: int | None, *,
+                 estimated: int, fixed: int, budget: int | None) -> str:
+    """What fixes a request refused as longer than the context: the server's figures
+    (``prompt`` tokens sent, ``context``), the harness's estimates of the request
+    (``estimated``) and of its fixed part (``fixed``: system prompt and tool schemas).
+    When the fixed part alone is over the context, only a larger context helps."""
+    context = context or endpoint.context_length
+    if context is None:
+        return ("The conversation is longer than the server's context: lower "
+                "--max-context-tokens or raise the server's context length.")
+    scale = prompt / estimated if prompt and estimated else 1.0  # the server's count rules
+    fixed_tokens = round(fixed * scale)
+    want = suggested_context(max(budget or 0, 2 * fixed_tokens, prompt or 0))
+    where = _gives(endpoint, context)
+    if fixed_tokens >= context:
+        return (f"The harness's fixed prompt alone (system prompt and tool schemas, "
+                f"~{fixed_tokens:,} tokens) does not fit: {where[:1].lower()}{where[1:]}. "
+                f"{raise_context(endpoint, want)}; {COMPACT_PROMPT}.")
+    room = _round_down(context * min(1.0, 1 / scale) * 0.9)
+    return (f"The conversation is longer than the server's context: {where[:1].lower()}"
+            f"{where[1:]}. Pass --max-context-tokens {room} so that the harness compacts it "
+            f"before, or {_lower_first(raise_context(endpoint, want))}.")
+
+
+def context_full(endpoint: Endpoint, prompt: int, completion: int, budget: int | None
+                 ) -> tuple[str, str] | None:
+    """For an answer that ended with ``finish_reason: length``: whether the context ended
+    it (the prompt and the answer fill it: llama.cpp stops there, as at ``-n``), and what
+    to do, as (what happened, the fix); None when it was the output limit."""
+    length = endpoint.context_length
+    if length is None or prompt + completion < length - CONTEXT_FULL_SLACK:
+        return None
+    full = (f"the prompt's {prompt:,} tokens and the answer's {completion:,} filling the "
+            f"{length:,} the server gives a request")
+    want = suggested_context(max(budget or 0, 2 * length))
+    fix = raise_context(endpoint, want)
+    room = _round_down(length * 0.6)
+    if prompt >= length // 2 and (budget is None or budget > room):
+        return full, (f"{fix}, or pass --max-context-tokens {room} so that the conversation "
+                      f"is compacted while an answer still fits.")
+    return full, f"{fix}."
+
+
+def _round_down(tokens: float) -> int:
+    return max(100, int(tokens) // 100 * 100)
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
 
 
 def truncation_warning(endpoint: Endpoint, reported: int, estimated: int) -> str:

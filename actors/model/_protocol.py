@@ -22,6 +22,11 @@ CUT_CALLS_REASON = ("The model's answer was cut at its output limit (finish_reas
 CUT_CALL_RESULT = ("Not executed: your answer was cut at the output limit (finish_reason "
                    "'length') before this call was complete. Safe to retry with shorter "
                    "arguments.")
+CONTEXT_FULL_NOTICE = ("The answer was cut because the server's context is full "
+                       "(finish_reason 'length' with {full}). {hint}")
+CONTEXT_FULL_CALLS = ("The model's answer was cut because the server's context is full "
+                      "(finish_reason 'length' with {full}) in the middle of its tool calls; "
+                      "none of them was run. {hint}")
 REASONING_ONLY_REASON = ("The model spent its whole answer on reasoning and gave no answer "
                          "(finish_reason '{finish}'). Ask again, or raise the server's output "
                          "limit.")
@@ -60,11 +65,26 @@ class ModelOutcome:
     partial_text: str = ""
     error: ModelError | None = None
     reasoning: str = ""
+    context_full: tuple[str, str] | None = None  # a cut by the full context: what, and the fix
 
     @property
     def cut(self) -> bool:
-        """The answer stopped at the model's output limit."""
+        """The answer stopped at the model's output limit, or at the end of the context."""
         return self.finish_reason == "length"
+
+    def cut_notice(self) -> str:
+        """What to tell of a cut answer: the output limit, or a full context and its fix."""
+        if self.context_full is None:
+            return CUT_ANSWER_NOTICE
+        full, hint = self.context_full
+        return CONTEXT_FULL_NOTICE.format(full=full, hint=hint)
+
+    def cut_calls_reason(self) -> str:
+        """Why the turn failed when the cut fell in the middle of tool calls."""
+        if self.context_full is None:
+            return CUT_CALLS_REASON
+        full, hint = self.context_full
+        return CONTEXT_FULL_CALLS.format(full=full, hint=hint)
 
     @property
     def cut_tool_calls(self) -> bool:

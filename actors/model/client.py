@@ -16,7 +16,12 @@ Start-up check (``preflight``, for the interactive prompt): in the background, w
 delaying anything, the actor lists the endpoint's models and learns the context the server
 really uses (:mod:`actors.model._preflight`), and warns at once (a :class:`Notice`) when the
 endpoint is unreachable, the model is missing, or the context is smaller than
-``--max-context-tokens``. After the first answer it checks the context once more (ollama
+``--max-context-tokens`` (or than the fixed prompt). Without it (print mode) the context is
+looked up before the first request, bounded, the same way; a request waits for a lookup
+still running. What is learned shapes the requests (llama.cpp: the reasoning its template
+wants back, its model's control tokens) and the hints: a request refused as longer than the
+context says what helps, and an answer cut because the context filled is told apart from
+one cut at the output limit. After the first answer it checks the context once more (ollama
 loads the model then), and after every answer it compares the reported prompt size with its
 own estimate: a server that cut the prompt is reported. Each warning is given once.
 
@@ -42,10 +47,17 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from actors.core.budget import Usage, estimate_messages, estimate_tools, prompt_truncated
+from actors.core.budget import (
+    Usage,
+    estimate_fixed,
+    estimate_messages,
+    estimate_tools,
+    prompt_truncated,
+)
 from actors.core.config import PROMPT_GRACE_SECONDS
 from actors.core.control_tokens import ControlTokens
 from actors.core.errors import (
+    ContextExceeded,
     EndpointTimeout,
     EndpointUnreachable,
     ModelError,
@@ -71,10 +83,12 @@ from actors.model._endpoint import Endpoint, check_base_url, root_url
 from actors.model._http import http
 from actors.model._preflight import (
     LOOKUP_SECONDS,
+    context_full,
     context_warning,
     get_json,
     llamacpp_context,
     ollama_context,
+    refusal_hint,
     truncation_warning,
 )
 from actors.model._protocol import ModelOutcome, ModelRequest
@@ -111,6 +125,7 @@ class ModelClient:
         events: EventSink | None = None,
         preflight: bool = False,
         context_budget: int | None = None,
+        fixed_tokens: int | None = None,
     ) -> None:
         self.base_url = base_url
         self.model = model
@@ -125,6 +140,7 @@ class ModelClient:
         self._events = events or EventSink(None)
         self._preflight = preflight
         self._budget = context_budget
+        self._fixed = fixed_tokens  # the estimated system prompt and tool schemas, if known
         self._warned: set[str] = set()
         self._context_checked = False
         self._looked_up: anyio.Event | None = None  # see _look_up
@@ -210,6 +226,11 @@ class ModelClient:
         except ModelNotFound as error:
             available = await self.list_models()
             return ModelOutcome(error=error.with_available(available, self.endpoint.pull_hint()))
+        except ContextExceeded as error:  # the hint knows the request and the server
+            return ModelOutcome(error=error.with_hint(refusal_hint(
+                self.endpoint, error.prompt_tokens, error.context, budget=self._budget,
+                estimated=estimate_messages(request.messages) + estimate_tools(request.tools),
+                fixed=estimate_fixed(request.messages, request.tools))))
         except ModelError as error:
             return ModelOutcome(error=error)
         except Exception as exc:  # a bug or a surprise: still one clear line, never a crash
@@ -239,6 +260,8 @@ class ModelClient:
     async def _complete_checked(
         self, request: ModelRequest, progress: _Progress
     ) -> ModelOutcome:
+        if self._looked_up is None:  # the first request: its fixed prompt is the one used
+            self._fixed = estimate_fixed(request.messages, request.tools)
         await self._look_up()
         encoded = self._encoded_for(request.messages)
         taken = encoded.call_ids
@@ -294,8 +317,12 @@ class ModelClient:
         if not self._context_checked and self._background is not None:
             self._context_checked = True
             self._background.start_soon(_quietly, self._check_context)
+        full = None
+        if assembly.finish_reason == "length" and assembly.usage is not None:
+            full = context_full(self.endpoint, usage.prompt_tokens, usage.completion_tokens,
+                                self._budget)
         return ModelOutcome(message=message, usage=usage, finish_reason=assembly.finish_reason,
-                            reasoning=assembly.reasoning_text())
+                            reasoning=assembly.reasoning_text(), context_full=full)
 
     def _encoded_for(self, messages: Sequence[Message]) -> EncodedMessages:
         """The encoder holding these messages' conversation (the one whose first message
@@ -449,8 +476,8 @@ class ModelClient:
         elif server == "vllm" and self.endpoint.context_length is None:
             payload, _ = await self._fetch_models()
             self.endpoint.learn_from_models(payload)
-        warning = None if self._budget is None else context_warning(self.endpoint,
-                                                                     self._budget)
+        warning = None if self._budget is None else context_warning(
+            self.endpoint, self._budget, self._fixed)
         if warning is not None:
             await self._warn("context", warning)
 

@@ -38,7 +38,7 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.core.budget import CHARS_PER_TOKEN, UsageTotals
+from actors.core.budget import CHARS_PER_TOKEN, UsageTotals, estimate_fixed
 from actors.core.compaction import CompactionPlan, CompactResult, NoCompaction, split_point
 from actors.core.config import Settings
 from actors.core.errors import (
@@ -75,9 +75,7 @@ from actors.core.stored import StoredMessages
 from actors.core.titles import provisional_title
 from actors.core.turn import Turn
 from actors.model import (
-    CUT_ANSWER_NOTICE,
     CUT_CALL_RESULT,
-    CUT_CALLS_REASON,
     ModelClient,
     ModelOutcome,
     ModelRequest,
@@ -312,6 +310,7 @@ class Supervisor:
                             model=settings.model, timeout=settings.llm_timeout,
                             events=self._events, preflight=settings.preflight,
                             context_budget=settings.max_context_tokens,
+                            fixed_tokens=estimate_fixed(self._context.messages, self._tools),
                             retry=RetryPolicy(first_backoff=settings.retry_backoff))
         executor = ToolExecutor(
             mode=settings.mode, timeout=settings.tool_timeout,
@@ -495,11 +494,11 @@ class Supervisor:
             if outcome.cut_tool_calls:  # arguments may be incomplete: answered, never run
                 context.messages.extend(tool_result(c["id"], CUT_CALL_RESULT) for c in calls)
                 await self._checkpoint()
-                return TurnResult("failed", CUT_CALLS_REASON)
+                return TurnResult("failed", outcome.cut_calls_reason())
             if not calls:
                 await self._checkpoint()
                 if outcome.cut:
-                    await self.notify(CUT_ANSWER_NOTICE, "warning")
+                    await self.notify(outcome.cut_notice(), "warning")
                 return TurnResult("answered", str(outcome.message.get("content") or ""))
             # A batch of reads is run at once and its answer saved with its results, in one
             # commit, with the next request; any other batch's answer is saved first, with

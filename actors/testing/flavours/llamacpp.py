@@ -15,14 +15,25 @@
   ``arguments_as_object`` (builds of March 2026, issue 20198) each call comes whole with its
   ``arguments`` as a JSON object.
 - The finish chunk has ``delta: {}``; with ``include_usage`` a ``choices: []`` chunk follows
-  with ``usage`` and ``timings`` (older builds, ``usage_in_finish``: usage on the finish chunk);
-  then ``[DONE]``.
+  with ``usage`` (with ``prompt_tokens_details.cached_tokens``) and ``timings`` (nine
+  fields); then ``[DONE]`` (older builds, ``usage_in_finish``: usage on the finish chunk).
+  ``finish_reason: "length"`` ends an answer at ``-n`` and also one that filled the context
+  (prompt and answer tokens then add up to ``n_ctx``).
 - Errors are ``{"error": {"code": 500, "message", "type": "server_error"}}`` with the status of
-  their type. After the stream began: ``data: {"error": …}`` and the body ends (older builds,
-  ``legacy_errors``: an ``error: {…}`` field, then ``data: [DONE]``).
-- Without ``--jinja`` a request with tools fails: HTTP 500 ``tools param requires --jinja flag``.
-  A prompt over ``n_ctx`` is refused with 400 ``exceed_context_size_error``. Any model name is
-  accepted (one model per server).
+  their type. After the stream began: ``data: {"error": …}`` and the body ends, no ``[DONE]``
+  (older builds, ``legacy_errors``: an ``error: {…}`` field, then ``data: [DONE]``); the one
+  that happens is 500 ``Context size has been exceeded.``, to every request in flight when
+  the KV cache the slots share fills up.
+- Slots: ``-np`` defaults to 4 (``slots``) sharing one KV cache of ``-c`` tokens, each slot
+  allowed all of it; with ``--no-kv-unified`` (``kv_unified=False``) each gets ``-c / -np``.
+  ``/props`` ``n_ctx`` and ``/v1/models`` ``meta.n_ctx`` are one slot's.
+- ``/props`` also tells the chat template (``template``: Gemma 4's, or a ChatML one) with its
+  capabilities, BOS and EOS; ``/tokenize`` keeps the model's special tokens whole.
+- Without ``--jinja`` (current builds: with ``--no-jinja``) a request with tools fails: HTTP 500
+  ``tools param requires --jinja flag``. A prompt over ``n_ctx`` is refused before any
+  stream: 400 ``exceed_context_size_error`` with ``n_prompt_tokens`` and ``n_ctx``. Any model
+  name is accepted (one model per server). Checked against the real server at 0c1e57098
+  (tests/test_llamacpp_real.py).
 """
 
 from __future__ import annotations
@@ -159,16 +170,28 @@ class LlamaCpp(Flavour):
             for piece in parts[1:]:
                 yield {"tool_calls": [{"index": n, "function": {"arguments": piece}}]}
 
+    def usage(self, step: Reply, body: JSON) -> JSON:
+        return {**super().usage(step, body), "prompt_tokens_details": {"cached_tokens": 0}}
+
+    def timings(self, usage: JSON) -> JSON:
+        prompt, predicted = usage["prompt_tokens"], usage["completion_tokens"]
+        return {"cache_n": 0, "prompt_n": prompt, "prompt_ms": 30.5,
+                "prompt_per_token_ms": 30.5 / prompt, "prompt_per_second": prompt / 0.0305,
+                "predicted_n": predicted, "predicted_ms": 80.1,
+                "predicted_per_token_ms": 80.1 / max(1, predicted),
+                "predicted_per_second": predicted / 0.0801}
+
     def finish(self, step: Reply, body: JSON) -> Iterator[JSON | bytes]:
         finish = self.chunk(step, body, {}, self.finish_reason(step))
-        timings = {"prompt_n": 12, "prompt_ms": 30.5, "predicted_n": 20, "predicted_ms": 80.1}
-        if self.usage_in_finish:
-            yield {**finish, "usage": self.usage(step, body), "timings": timings}
+        if self.usage_in_finish:  # older builds, without the cached tokens
+            usage = super().usage(step, body)
+            yield {**finish, "usage": usage, "timings": self.timings(usage)}
             return
         yield finish
         if self.wants_usage(body):
-            yield {"choices": [], **self.base(step, body), "usage": self.usage(step, body),
-                   "timings": timings}
+            usage = self.usage(step, body)
+            yield {"choices": [], **self.base(step, body), "usage": usage,
+                   "timings": self.timings(usage)}
 
     def error_payload(self, status: int, message: str) -> JSON:
         return {"error": {"code": status, "message": message,
@@ -185,8 +208,9 @@ class LlamaCpp(Flavour):
             return 500, self.error_payload(500, "tools param requires --jinja flag")
         needed = prompt_estimate(body, with_tools=True)
         if needed > self.slot_context:
-            payload = self.error_payload(400, "the request exceeds the available context "
-                                         "size, try increasing it")
+            payload = self.error_payload(400, f"request ({needed} tokens) exceeds the "
+                                         f"available context size ({self.slot_context} "
+                                         "tokens), try increasing it")
             payload["error"].update(type="exceed_context_size_error", n_prompt_tokens=needed,
                                     n_ctx=self.slot_context)
             return 400, payload
@@ -197,8 +221,10 @@ class LlamaCpp(Flavour):
             "models": [{"name": m, "model": m, "type": "model", "capabilities": ["completion"]}
                        for m in models],
             "object": "list",
-            "data": [{"id": m, "object": "model", "created": 1767225600, "owned_by": "llamacpp",
-                      "meta": {"vocab_type": 2, "n_vocab": 262144, "n_ctx_train": 131072}}
+            "data": [{"id": m, "aliases": [m], "tags": [], "object": "model",
+                      "created": 1767225600, "owned_by": "llamacpp",
+                      "meta": {"vocab_type": 2, "n_vocab": 262144, "n_ctx": self.slot_context,
+                               "n_ctx_train": 131072}}
                      for m in models],
         }
 
