@@ -95,6 +95,7 @@ def suggested_context(budget: int) -> int:
 
 COMPACT_PROMPT = "the compact prompt is used when the context is 8,192 tokens or less"
 CONTEXT_FULL_SLACK = 4  # prompt + answer this close to the context: the context ended it
+ROOM = 1.5  # a budget helps only if it holds the fixed prompt and half as much again
 
 
 def raise_context(endpoint: Endpoint, want: int) -> str:
@@ -144,6 +145,10 @@ def context_warning(endpoint: Endpoint, budget: int, fixed: int | None = None) -
         return (f"{gives}: the harness's fixed prompt (system prompt and tool schemas, "
                 f"~{fixed:,} tokens) alone does not fit, and every request will be refused. "
                 f"{raise_context(endpoint, want)}; {COMPACT_PROMPT}.")
+    if not _budget_helps(length, fixed):
+        return (f"{gives}: the harness's fixed prompt (system prompt and tool schemas, "
+                f"~{fixed:,} tokens) leaves little room for a conversation. "
+                f"{raise_context(endpoint, want)}; {COMPACT_PROMPT}.")
     if endpoint.server == "ollama":
         return (f"{gives}, below --max-context-tokens {budget:,}: past it ollama silently "
                 f"drops the oldest messages. {raise_context(endpoint, want)}, or pass "
@@ -171,19 +176,22 @@ def refusal_hint(endpoint: Endpoint, prompt: int | None, context: int | None, *,
     where = _gives(endpoint, context)
     if fixed_tokens >= context:
         return (f"The harness's fixed prompt alone (system prompt and tool schemas, "
-                f"~{fixed_tokens:,} tokens) does not fit: {where[:1].lower()}{where[1:]}. "
+                f"~{fixed_tokens:,} tokens) does not fit: {_lower_first(where)}. "
                 f"{raise_context(endpoint, want)}; {COMPACT_PROMPT}.")
-    room = _round_down(context * min(1.0, 1 / scale) * 0.9)
-    return (f"The conversation is longer than the server's context: {where[:1].lower()}"
-            f"{where[1:]}. Pass --max-context-tokens {room} so that the harness compacts it "
+    room = _round_down(context / max(1.0, scale) * 0.9)
+    lead = f"The conversation is longer than the server's context: {_lower_first(where)}."
+    if not _budget_helps(room, fixed):
+        return f"{lead} {raise_context(endpoint, want)}."
+    return (f"{lead} Pass --max-context-tokens {room} so that the harness compacts it "
             f"before, or {_lower_first(raise_context(endpoint, want))}.")
 
 
-def context_full(endpoint: Endpoint, prompt: int, completion: int, budget: int | None
-                 ) -> tuple[str, str] | None:
+def context_full(endpoint: Endpoint, prompt: int, completion: int, *, estimated: int,
+                 fixed: int, budget: int | None) -> tuple[str, str] | None:
     """For an answer that ended with ``finish_reason: length``: whether the context ended
     it (the prompt and the answer fill it: llama.cpp stops there, as at ``-n``), and what
-    to do, as (what happened, the fix); None when it was the output limit."""
+    to do, as (what happened, the fix); None when it was the output limit. ``estimated``
+    and ``fixed``: the harness's estimates of the prompt and of its fixed part."""
     length = endpoint.context_length
     if length is None or prompt + completion < length - CONTEXT_FULL_SLACK:
         return None
@@ -191,11 +199,19 @@ def context_full(endpoint: Endpoint, prompt: int, completion: int, budget: int |
             f"{length:,} the server gives a request")
     want = suggested_context(max(budget or 0, 2 * length))
     fix = raise_context(endpoint, want)
-    room = _round_down(length * 0.6)
-    if prompt >= length // 2 and (budget is None or budget > room):
+    scale = prompt / estimated if estimated else 1.0
+    room = _round_down(length / max(1.0, scale) * 0.6)  # in the harness's estimate
+    if (prompt >= length // 2 and (budget is None or budget > room)
+            and _budget_helps(room, fixed)):
         return full, (f"{fix}, or pass --max-context-tokens {room} so that the conversation "
                       f"is compacted while an answer still fits.")
     return full, f"{fix}."
+
+
+def _budget_helps(room: int, fixed: int | None) -> bool:
+    """Whether a ``--max-context-tokens`` of ``room`` leaves room for a conversation beside
+    the fixed prompt (unknown: assume so)."""
+    return fixed is None or room >= fixed * ROOM
 
 
 def _round_down(tokens: float) -> int:

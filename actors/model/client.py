@@ -319,8 +319,10 @@ class ModelClient:
             self._background.start_soon(_quietly, self._check_context)
         full = None
         if assembly.finish_reason == "length" and assembly.usage is not None:
-            full = context_full(self.endpoint, usage.prompt_tokens, usage.completion_tokens,
-                                self._budget)
+            full = context_full(
+                self.endpoint, usage.prompt_tokens, usage.completion_tokens,
+                estimated=in_messages + estimate_tools(request.tools),
+                fixed=estimate_fixed(request.messages, request.tools), budget=self._budget)
         return ModelOutcome(message=message, usage=usage, finish_reason=assembly.finish_reason,
                             reasoning=assembly.reasoning_text(), context_full=full)
 
