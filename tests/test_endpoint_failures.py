@@ -194,7 +194,7 @@ async def test_429_honours_retry_after_but_not_past_the_timeout() -> None:
 
 
 @pytest.mark.parametrize(("flavour", "model", "hint"), [
-    (LlamaCpp(jinja=False), "gemma4", "Restart llama-server with --jinja"),
+    (LlamaCpp(jinja=False), "gemma4", "Restart llama-server without --no-jinja"),
     (VLLM(auto_tool_choice=False), VLLM_MODEL, "--enable-auto-tool-choice --tool-call-parser"),
     (Ollama(tools_supported=False), "gemma4", "supports tool calls"),
 ], ids=["llama.cpp-without-jinja", "vllm-without-auto-tool-choice", "ollama-no-tools"])

@@ -115,7 +115,7 @@ FAILURES: list[tuple[str, Callable[[], Flavour], str, list[Step], str]] = [
      "schema"),
     ("llama.cpp-without-jinja", lambda: LlamaCpp(jinja=False), "gemma4", [],
      "is not set up for tool calls: HTTP 500: tools param requires --jinja flag. Restart "
-     "llama-server with --jinja"),
+     "llama-server without --no-jinja"),
     ("vllm-without-auto-tool-choice", lambda: VLLM(auto_tool_choice=False),
      "google/gemma-4-E4B-it", [], "Restart vLLM with --enable-auto-tool-choice"),
     ("ollama-model-not-pulled", Ollama, "gemma5", [],

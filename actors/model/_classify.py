@@ -90,7 +90,8 @@ def error_status(payload: Any) -> int | None:
 
 _CONFIGURATION = [
     (re.compile(r"requires --jinja", re.I),
-     "Restart llama-server with --jinja (tool calls need its Jinja chat templates)."),
+     "Restart llama-server without --no-jinja (older builds: with --jinja); tool calls "
+     "need its Jinja chat templates."),
     (re.compile(r"cannot use tools with stream", re.I),
      "This llama.cpp build cannot stream tool calls: update it and start llama-server "
      "with --jinja."),

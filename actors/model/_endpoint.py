@@ -152,7 +152,8 @@ class Endpoint:
         if self.server == "ollama":
             return "Is ollama running? Start it with 'ollama serve'."
         if self.server == "llama.cpp":
-            return "Is llama-server running? Start it with 'llama-server -m MODEL.gguf --jinja'."
+            return ("Is llama-server running? Start it with 'llama-server -m MODEL.gguf -c 32768 "
+                    "-np 1'.")
         if self.server == "vllm":
             return "Is vLLM running? Start it with 'vllm serve MODEL'."
         return "Is the server running? Check --base-url (or $OPENAI_BASE_URL)."
