@@ -260,7 +260,7 @@ class ModelClient:
     async def _complete_checked(
         self, request: ModelRequest, progress: _Progress
     ) -> ModelOutcome:
-        if self._looked_up is None:  # the first request: its fixed prompt is the one used
+        if self._looked_up is None and request.tools:  # the conversation's first request
             self._fixed = estimate_fixed(request.messages, request.tools)
         await self._look_up()
         encoded = self._encoded_for(request.messages)
