@@ -55,6 +55,8 @@ examples:
   harness --search "cache bug"            sessions containing every word
   harness --fork ID --at 12               a branch holding messages 1 to 12
   harness --export ID --format markdown   readable transcript, messages numbered
+  harness --import ~/.claude/projects     Claude Code's sessions (and ~/.codex/sessions,
+                                          ~/.gemini/tmp, exported files)
   harness --store postgresql://db/team --list-sessions   the team's shared sessions
 
 exit status: 0 answered (or the command worked); 1 the turn failed, was interrupted or
@@ -219,9 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_argument("--archive", metavar="ID", help="hide a session from listings")
     commands.add_argument("--unarchive", metavar="ID", help="bring an archived session back")
     commands.add_argument("--delete", metavar="ID", help="delete a session (needs --yes)")
-    commands.add_argument("--export", metavar="ID", help="print a session as JSON or markdown")
+    commands.add_argument("--export", metavar="ID",
+                          help="print a session as JSON, markdown or ATIF")
     commands.add_argument("--import", dest="import_paths", nargs="+", metavar="PATH",
-                          help="import exported or older JSON records (files or directories)")
+                          help="import sessions: exported records, Claude Code, Codex CLI and "
+                               "Gemini CLI sessions (files, or directories walked; recognised "
+                               "by content)")
     commands.add_argument("--rewind", metavar="ID",
                           help="bring a session's project files back to what they were at "
                           "user message --to N (with --files), or --undo the last rewind")
@@ -245,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--repair", action="store_true",
                           help="with --doctor: rebuild the search index and copy damaged "
                           "sessions into new ones (originals are never edited)")
-    sessions.add_argument("--format", choices=["json", "markdown"], default=None,
+    sessions.add_argument("--format", choices=["json", "markdown", "atif"], default=None,
                           help="with --export (default: json)")
     rewind = parser.add_argument_group("rewind (with --rewind ID)")
     rewind.add_argument("--to", type=_positive_int, metavar="N",
@@ -449,6 +454,9 @@ def _check_combinations(args: argparse.Namespace) -> None:
                          "-p, use --output-format json).")
     if args.format is not None and command != "export":
         raise UsageError("--format goes with --export.")
+    if args.format == "atif" and args.rewind_what == "files":
+        raise UsageError("--export --files writes JSON or markdown (ATIF has no place for "
+                         "the files a tool call changed).")
     if args.include_archived and command not in ("list_sessions", "search"):
         raise UsageError("--include-archived goes with --list-sessions or --search.")
     if args.all_projects and command not in ("list_sessions", "search") \
