@@ -49,10 +49,15 @@ def estimate_tools(tools: Sequence[dict[str, Any]] | None) -> int:
 
 def estimate_fixed(messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None) -> int:
     """What every request of a conversation carries, estimated: the system prompt (its first
-    message) and the tool schemas."""
-    first = messages[0] if len(messages) else None
-    system = estimate_message(first) if first is not None and first.get("role") == "system" \
-        else 0
+    message) and the tool schemas. A stored context (``actors.core.stored``), which always
+    begins with its system prompt, is not parsed for it: its saved estimate is taken."""
+    saved = getattr(messages, "estimate", None)
+    if saved is not None and len(messages):
+        system = int(saved(0))
+    else:
+        first = messages[0] if len(messages) else None
+        system = estimate_message(first) if first is not None and first.get(
+            "role") == "system" else 0
     return system + estimate_tools(tools)
 
 
