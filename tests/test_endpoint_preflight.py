@@ -48,8 +48,10 @@ class Events(list[Event]):
 
 
 @asynccontextmanager
-async def actor(base_url: str, *, model: str = "gemma4", budget: int = 24_000,
-                fixed: tuple[int, int | None] | None = None) -> AsyncIterator[tuple[ModelClient, Any, Events]]:
+async def actor(
+    base_url: str, *, model: str = "gemma4", budget: int = 24_000,
+    fixed: tuple[int, int | None] | None = None,
+) -> AsyncIterator[tuple[ModelClient, Any, Events]]:
     """A running model client with a sink for its own warnings; yields (client, inbox,
     events received so far)."""
     events = Events()
