@@ -16,10 +16,15 @@ from typing import TextIO
 from actors.core.config import Settings
 from actors.core.errors import StorageError
 from actors.store import Store, export_session, is_sqlite_url, open_store, to_markdown
-from actors.workspace import ObjectStore, open_objects
-from actors.workspace._calls import call_lines, calls_changing_files
-from actors.workspace._diff import Trees, diff, unified
-from actors.workspace._housekeeping import collect, report, size
+from actors.workspace import (
+    ObjectStore,
+    call_lines,
+    calls_changing_files,
+    calls_json,
+    collect,
+    open_objects,
+    report,
+)
 
 
 def _open(memory_dir: Path, store: Store) -> ObjectStore:
@@ -35,15 +40,7 @@ def show_files(store: Store, session_id: str, *, memory_dir: Path, with_diff: bo
     try:
         calls = calls_changing_files(objects, session_id)
         if as_json:
-            items = []
-            trees = Trees(objects)
-            for call in calls:
-                item = call.as_json()
-                if with_diff:
-                    item["diff"] = "".join(
-                        unified(trees, c) for c in diff(trees, call.before, call.mark.root)
-                        if not c.is_dir)
-                items.append(item)
+            items = calls_json(calls, objects if with_diff else None)
             json.dump({"session_id": session_id, "calls": items}, out, ensure_ascii=False,
                       indent=2)
             out.write("\n")
@@ -118,11 +115,7 @@ def doctor_snapshots(settings: Settings, *, repair: bool, out: TextIO | None = N
                 if repair:
                     done = collect(objects, store.exists,
                                    retention_days=settings.snapshot_retention_days)
-                    print(f"Workspace snapshots collected: {done.sessions_gone} deleted "
-                          f"session(s), {done.marks_expired} snapshot(s) older than "
-                          f"{settings.snapshot_retention_days:g} days, "
-                          f"{done.collected.deleted} objects "
-                          f"({size(done.collected.freed_bytes)}).", file=out)
+                    print(done.line(settings.snapshot_retention_days), file=out)
                 for line in report(objects, store.exists).lines():
                     print(line, file=out)
             finally:

@@ -5,6 +5,7 @@ restore (done or not started, and says which)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -14,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from actors.core.errors import RestoreFailed, UsageError
+from actors.core.errors import UsageError
 from actors.workspace import Limits, Workspace, open_objects
+from actors.workspace._crashpoints import ENV
 from actors.workspace._diff import Trees
 from tests.children import read_line, rest_of
-from tests.project_files import listing
+from tests.project_files import exact, listing, restore
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,8 +45,7 @@ def _workspace(project: Path, memory: Path, **limits: int) -> Workspace:
 
 def _restore(workspace: Workspace, target: bytes, since: bytes | None = None) -> None:
     plan = workspace.plan_restore(target, since=since)
-    entry, _done = workspace.begin_restore(plan, since=since)
-    workspace.finish_restore(entry)
+    restore(workspace, plan, since=since)
 
 
 def test_restore_brings_back_exactly_the_files_shell_commands_changed(
@@ -68,8 +69,7 @@ def test_a_rewind_can_be_undone(project: Path, memory: Path) -> None:
     _bash(project, "echo changed > README; rm run.sh; echo new > new.txt")
     after = listing(project)
     plan = workspace.plan_restore(target.root)
-    entry, done = workspace.begin_restore(plan)
-    workspace.finish_restore(entry)
+    done = restore(workspace, plan)
     assert listing(project) != after
     _restore(workspace, done.undo.root)  # the files as they were just before the rewind
     assert listing(project) == after
@@ -127,8 +127,7 @@ def test_a_restored_ignored_path_is_kept_first(project: Path, memory: Path) -> N
     target = workspace.snapshot()
     _bash(project, "echo '*.txt' > .gitignore; echo 'new notes' > notes.txt")
     plan = workspace.plan_restore(target.root)
-    entry, done = workspace.begin_restore(plan)
-    workspace.finish_restore(entry)
+    done = restore(workspace, plan)
     assert (project / "notes.txt").read_text() == "old notes\n"
     assert "notes.txt" in dict(Trees(workspace.objects).files(done.undo.root))
     _restore(workspace, done.undo.root)
@@ -153,7 +152,7 @@ def test_nothing_outside_the_project_is_written(tmp_path: Path, project: Path,
     assert not (project / "README").is_symlink()
 
 
-def test_a_restore_that_fails_half_way_puts_everything_back(
+def test_a_directory_that_cannot_become_a_file_again_is_left_alone_and_said(
     project: Path, memory: Path
 ) -> None:
     (project / ".gitignore").write_text("*.log\n")
@@ -163,14 +162,50 @@ def test_a_restore_that_fails_half_way_puts_everything_back(
     # `out` becomes a directory holding an ignored file: it cannot become a file again.
     _bash(project, "rm out; mkdir out; echo l > out/keep.log; echo t > out/t.txt; "
                    "echo changed > README; rm run.sh")
-    now = listing(project)
     plan = workspace.plan_restore(target.root)
-    with pytest.raises(RestoreFailed) as failed:
-        workspace.begin_restore(plan)
-    assert failed.value.rolled_back
-    assert "put back as they were" in str(failed.value)
-    assert listing(project) == now
+    entry, fresh = workspace.begin_restore(plan)
+    applied = workspace.apply_restore(entry, fresh.changes)
+    workspace.end_restore(entry)
+    assert applied.left == ["out"] and not applied.stopped
+    now = listing(project)
+    assert now["out/keep.log"] == (b"l\n", False)  # never lost
+    assert "out/t.txt" not in now  # the rest of the rewind is done
+    assert now["README"] == (b"readme\n", False) and "run.sh" in now
     assert workspace.journal.pending() is None
+
+
+def _mark_message(workspace: Workspace, root: bytes, session: str = "s1") -> None:
+    """What the keeper records when a user message is sent (message 1 of ``session``)."""
+    workspace.objects.marks.add(session, "message", 1, root,
+                                detail={"project": workspace.project})
+
+
+@pytest.mark.slow
+def test_a_restore_that_fails_half_way_puts_back_what_it_wrote(
+    project: Path, memory: Path
+) -> None:
+    (project / "big.bin").write_bytes(os.urandom(600_000))
+    _many_files(project)
+    workspace = _workspace(project, memory)
+    _mark_message(workspace, workspace.snapshot().root)
+    _bash(project, "for f in many/*/*.txt; do echo version two > $f; done; "
+                   "head -c 1000 /dev/urandom > big.bin; echo n > new.txt")
+    workspace.snapshot()
+    workspace.close()
+    workspace.objects.close()
+    before = exact(project)
+    # No file may grow past 300 KB (as on a full disk): big.bin, written after many/ (by
+    # path), cannot be; what was written before it goes back.
+    with _child("rewind", str(project), str(memory), "s1", "1", "300000") as proc:
+        said, err = proc.communicate(timeout=60)
+    assert said.startswith("failed True: Restoring the project's files failed (File too "
+                           "large"), said + err
+    assert "what it had written was put back (" in said and "did not happen" in said
+    assert exact(project) == before
+    workspace = _workspace(project, memory)
+    assert workspace.journal.pending() is None
+    kinds = [(m.kind, "undoes" in m.detail) for m in workspace.objects.marks.of_session("s1")]
+    assert kinds == [("message", False), ("rewind", False), ("rewind", True)]
 
 
 def test_hard_links_keep_their_other_names(project: Path, memory: Path) -> None:
@@ -200,43 +235,48 @@ def _many_files(project: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("recorded", [False, True])
-def test_kill_9_during_a_restore_leaves_it_done_or_not_started(
-    project: Path, memory: Path, recorded: bool
+def test_kill_9_during_a_restore_leaves_each_path_done_or_still_to_do(
+    project: Path, memory: Path
 ) -> None:
     _many_files(project)
     workspace = _workspace(project, memory)
-    target = workspace.snapshot()
-    expected_target = listing(project)
+    _mark_message(workspace, workspace.snapshot().root)
+    expected_target = exact(project)
     _bash(project, "for f in many/*/*.txt; do echo version two > $f; done; rm README; "
                    "echo n > new.txt")
     workspace.snapshot()
     workspace.close()
-    expected_undo = listing(project)
-    with _child("restore", str(project), str(memory), target.root.hex()) as proc:
-        assert proc.stdout is not None
-        line = read_line(proc.stdout)
-        assert line == "halfway\n", rest_of(proc)
+    workspace.objects.close()
+    expected_undo = exact(project)
+    env = {**os.environ, ENV: "restore#5"}
+    with subprocess.Popen(
+        [sys.executable, "-m", "tests.programs.workspace_child", "rewind", str(project),
+         str(memory), "s1", "1"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env,
+    ) as proc:
+        assert proc.stderr is not None
+        assert read_line(proc.stderr) == "at point restore\n", rest_of(proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-    half = listing(project)
-    assert half != expected_undo and half != expected_target  # really cut in the middle
-    with _child("recover-done" if recorded else "recover-undone", str(project),
-                str(memory)) as proc:
+    half = exact(project)
+    assert half not in (expected_undo, expected_target)  # really cut in the middle
+    with _child("look", str(project), str(memory)) as proc:
         assert proc.stdout is not None
-        said = read_line(proc.stdout)
+        found = json.loads(read_line(proc.stdout))
         rest_of(proc)
-    if recorded:
-        assert "it has been finished" in said
-        assert listing(project) == expected_target
-    else:
-        assert "so it did not happen" in said
-        assert listing(project) == expected_undo
+    assert found["recorded"] and found["changed"] == []
+    assert len(found["done"]) == 5 and len(found["todo"]) == 40 + 2 - 5
+    assert exact(project) == half  # looking writes nothing
+    with _child("put-back", str(project), str(memory)) as proc:
+        assert proc.stdout is not None
+        assert read_line(proc.stdout) == "put back 5\n"
+        rest_of(proc)
+    assert exact(project) == expected_undo
     assert not any(name.startswith(".") and name.endswith(".tmp")
                    for name in os.listdir(project))  # no temporary file left behind
-    with _child("recover-undone", str(project), str(memory)) as proc:
+    with _child("look", str(project), str(memory)) as proc:
         assert proc.stdout is not None
-        assert read_line(proc.stdout) == "none\n"  # said once
+        assert read_line(proc.stdout) == "null\n"  # over
         rest_of(proc)
 
 

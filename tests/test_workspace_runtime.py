@@ -13,10 +13,12 @@ from actors.core.config import Mode
 from actors.core.events import EventSink, Notice, ToolCallFinished, ToolCallStarted
 from actors.core.ids import new_session_id
 from actors.core.mailbox import ask
+from actors.runtime.rewind import RewindRequest
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from actors.workspace import JournalEntry, Workspace, open_objects
+from actors.workspace import Workspace, open_objects
 from actors.workspace._diff import Trees
+from actors.workspace._journal import JournalEntry
 from actors.workspace.keeper import (
     Request,
     SnapshotRequest,
@@ -174,12 +176,15 @@ async def test_the_running_session_rewinds_its_files_through_the_keeper(
             assert {(s.change.path, s.change.status) for s in plan.restore.stats} == {
                 ("a.txt", "added"), ("b.txt", "deleted")}
             assert (project / "b.txt").exists()  # planning writes nothing
-            done = await sup.rewind_files(plan)
+            outcome = await sup.rewind(RewindRequest(before=first, conversation=False,
+                                                     files=True, files_plan=plan))
+            done = outcome.files
+            assert done is not None and outcome.messages is None
             assert sorted(p.name for p in project.iterdir()) == ["a.txt"]
             assert (await sup.run_turn("What now?")).ok  # the session goes on
             undo = await sup.plan_files_rewind(0)
             assert undo.undo and undo.restore.undo.root == done.mark.root
-            await sup.rewind_files(undo)
+            await sup.rewind(RewindRequest(undo=True, files_plan=undo))
             assert sorted(p.name for p in project.iterdir()) == ["b.txt"]
             session = sup.session_id
     objects = open_objects(settings.memory_dir)
@@ -188,7 +193,7 @@ async def test_the_running_session_rewinds_its_files_through_the_keeper(
     assert kinds == ["message", "before", "after", "rewind", "message", "rewind"]
 
 
-async def test_a_recovery_that_cannot_be_done_turns_snapshots_off_and_the_turn_goes_on(
+async def test_an_interrupted_rewind_that_cannot_be_taken_up_is_said_and_the_turn_goes_on(
     tmp_path: Path,
 ) -> None:
     script = [
@@ -200,16 +205,20 @@ async def test_a_recovery_that_cannot_be_done_turns_snapshots_off_and_the_turn_g
         settings.memory_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         objects = open_objects(settings.memory_dir)
         workspace = Workspace(settings.sandbox_dir, settings.memory_dir, objects)
-        missing = "ab" * 20  # a snapshot the store does not have: it cannot be put back
-        workspace.journal.begin(JournalEntry(target=missing, undo=missing,
-                                             project=workspace.project))
+        missing = "ab" * 20  # snapshots the store does not have: they cannot be read
+        entry = JournalEntry(target=missing, undo="cd" * 20, project=workspace.project,
+                             session="another")
+        workspace.journal.begin(entry)
+        objects.marks.add("another", "rewind", 1, bytes.fromhex(missing), call_id=entry.id,
+                          detail={"undo": missing})  # recorded: it must be taken up
         workspace.close()
         objects.close()
         async with running(settings) as (sup, rec):
             assert (await sup.run_turn("Write")).ok
     assert (settings.sandbox_dir / "a.txt").read_text() == "x"
-    off = [n.text for n in rec.of(Notice) if "snapshots are off" in n.text]
-    assert len(off) == 1 and "could not be undone" in off[0]
+    said = [n.text for n in rec.of(Notice) if "could not be taken up now" in n.text]
+    assert len(said) == 1 and "is missing" in said[0]
+    assert not [n for n in rec.of(Notice) if "snapshots are off" in n.text]
     assert workspace.journal.pending() is not None  # kept for the next start
 
 
@@ -246,7 +255,6 @@ async def test_the_files_command_shows_what_each_call_changed(tmp_path: Path) ->
 
 async def test_the_supervisor_rewinds_files_then_the_conversation(tmp_path: Path) -> None:
     from actors.core.errors import UsageError
-    from actors.runtime.rewind import RewindRequest
 
     script = [
         Reply(tool_calls=[ToolCall("run_bash", {"command": "echo b > b.txt"})]),

@@ -33,43 +33,59 @@ from typing import TYPE_CHECKING
 from actors.core.lazy import names_from
 
 if TYPE_CHECKING:
+    from actors.workspace._calls import call_lines, call_summary, calls_changing_files, calls_json
     from actors.workspace._diff import Stat
-    from actors.workspace._journal import JournalEntry
+    from actors.workspace._housekeeping import collect, report
     from actors.workspace._marks import Mark, Marks
     from actors.workspace._objects import Collected, ObjectStore, Usage
+    from actors.workspace._paths import journal_path, workspace_home
     from actors.workspace._restore import LeftAlone, RestorePlan
     from actors.workspace._rewind import (
         Ancestor,
+        Finished,
+        Interrupted,
         RewindPlan,
         Rewound,
         RolledForward,
         apply_rewind,
+        commands,
+        finish,
+        interrupted,
         lineage,
         marks_of,
         message_marks,
+        pending_roll_forward,
         plan_rewind,
         plan_undo,
+        put_back,
+        record_conversation,
         roll_forward,
+        settle,
     )
     from actors.workspace._snapshot import KeptOut, Limits, Snapshot
     from actors.workspace._tree import EMPTY_TREE, Change, Entry, short
-    from actors.workspace._workspace import Recovered, Workspace, open_objects, workspace_home
+    from actors.workspace._workspace import Pending, Workspace, open_objects
 
 # The names below are imported when first used (PEP 562): every start imports the keeper,
 # and with it this package, while the engine's modules are needed only once the workspace
 # is opened, after the first prompt (docs/decisions.md, "Nothing the first prompt does not
 # need runs before it").
 _WHERE = {
-    "Stat": "_diff", "JournalEntry": "_journal", "Mark": "_marks", "Marks": "_marks",
+    **dict.fromkeys(("call_lines", "call_summary", "calls_changing_files", "calls_json"),
+                    "_calls"),
+    "Stat": "_diff", "collect": "_housekeeping", "report": "_housekeeping",
+    "Mark": "_marks", "Marks": "_marks",
     "Collected": "_objects", "ObjectStore": "_objects", "Usage": "_objects",
     "LeftAlone": "_restore", "RestorePlan": "_restore",
-    **dict.fromkeys(("Ancestor", "RewindPlan", "Rewound", "RolledForward", "apply_rewind",
-                     "lineage", "marks_of", "message_marks", "plan_rewind", "plan_undo",
-                     "roll_forward"), "_rewind"),
+    **dict.fromkeys(("Ancestor", "Finished", "Interrupted", "RewindPlan", "Rewound",
+                     "RolledForward", "apply_rewind", "commands", "finish", "interrupted",
+                     "lineage", "marks_of", "message_marks", "pending_roll_forward", "plan_rewind",
+                     "plan_undo",
+                     "put_back", "record_conversation", "roll_forward", "settle"), "_rewind"),
     "KeptOut": "_snapshot", "Limits": "_snapshot", "Snapshot": "_snapshot",
     "EMPTY_TREE": "_tree", "Change": "_tree", "Entry": "_tree", "short": "_tree",
-    "Recovered": "_workspace", "Workspace": "_workspace", "open_objects": "_workspace",
-    "workspace_home": "_workspace",
+    "Pending": "_workspace", "Workspace": "_workspace", "open_objects": "_workspace",
+    "journal_path": "_paths", "workspace_home": "_paths",
 }
 
 
@@ -82,14 +98,15 @@ __all__ = [
     "Change",
     "Collected",
     "Entry",
-    "JournalEntry",
+    "Finished",
+    "Interrupted",
     "KeptOut",
     "LeftAlone",
     "Limits",
     "Mark",
     "Marks",
     "ObjectStore",
-    "Recovered",
+    "Pending",
     "RestorePlan",
     "RewindPlan",
     "Rewound",
@@ -99,13 +116,27 @@ __all__ = [
     "Usage",
     "Workspace",
     "apply_rewind",
+    "call_lines",
+    "call_summary",
+    "calls_changing_files",
+    "calls_json",
+    "collect",
+    "commands",
+    "finish",
+    "interrupted",
+    "journal_path",
     "lineage",
     "marks_of",
     "message_marks",
     "open_objects",
+    "pending_roll_forward",
     "plan_rewind",
     "plan_undo",
+    "put_back",
+    "record_conversation",
+    "report",
     "roll_forward",
+    "settle",
     "short",
     "workspace_home",
 ]
