@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +25,7 @@ from actors.workspace._crashpoints import ENV
 from actors.workspace._diff import Trees
 from tests.children import read_line, rest_of
 from tests.project_files import exact, listing, restore
+from tests.strict import unavailable
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -307,3 +312,131 @@ def test_kill_9_during_snapshots_leaves_the_store_consistent(
         os.unlink(memory / "workspace" / "cache" / name)
     fresh = _workspace(project, memory).snapshot()  # read every file again
     assert fresh.root == cached  # the cache a kill left behind named the right files
+
+
+def test_permissions_come_back_and_never_setuid(project: Path, memory: Path) -> None:
+    """A 0600 key and a 0700 directory come back as they were; a read-only directory is
+    made read-only after what goes in it; setuid and setgid are never kept."""
+    _bash(project, "mkdir -p private ro; echo secret > private/key; chmod 600 private/key; "
+                   "chmod 700 private; echo r > ro/r.txt; chmod 555 ro; echo s > tool; "
+                   "chmod 4755 tool")
+    workspace = _workspace(project, memory)
+    target = workspace.snapshot()
+    kept = exact(project)
+    assert kept["private/key"] == (b"secret\n", 0o600) and kept["private"] == ("dir", 0o700)
+    _bash(project, "chmod 755 ro; rm -r private ro; echo other > tool; chmod 644 tool")
+    _restore(workspace, target.root)
+    now = exact(project)
+    assert now["private/key"] == (b"secret\n", 0o600)
+    assert now["private"] == ("dir", 0o700)
+    assert now["ro"] == ("dir", 0o555) and now["ro/r.txt"] == kept["ro/r.txt"]
+    assert now["tool"] == (b"s\n", 0o755)  # the setuid bit was not kept
+    # Only the permissions changed: a restore puts them back too.
+    _bash(project, "chmod 644 private/key; chmod 755 private")
+    workspace.snapshot()
+    _restore(workspace, target.root)
+    assert exact(project)["private/key"] == (b"secret\n", 0o600)
+    assert exact(project)["private"] == ("dir", 0o700)
+    os.chmod(project / "ro", 0o755)  # so that the tmp directory can be removed
+
+
+def _bulk(root: Path, files: int, start: int = 0, ignored: int = 0) -> None:
+    bulk = root / "bulk"
+    (bulk / "deep").mkdir(parents=True, exist_ok=True)
+    for i in range(start, start + files):
+        (bulk / f"b{i:03}.txt").write_text(f"{i}\n")
+    for i in range(ignored):
+        (bulk / f"i{i:03}.log").write_text("log\n")
+
+
+def test_the_entry_cap_counts_what_is_kept_not_what_is_ignored(tmp_path: Path,
+                                                                memory: Path) -> None:
+    root = tmp_path / "capped"
+    _bulk(root, 10, ignored=50)
+    (root / ".gitignore").write_text("*.log\n")
+    (root / "bulk" / "deep" / "keep.txt").write_text("keep\n")
+    workspace = _workspace(root, memory, max_entries=20)  # 13 kept, 63 listed
+    snap = workspace.snapshot()
+    assert snap.unscanned == ()
+    assert "bulk/deep/keep.txt" in dict(Trees(workspace.objects).files(snap.root))
+    _bulk(root, 10, start=10)  # 23 kept: past the cap, and said
+    assert workspace.snapshot().unscanned == ("bulk/deep",)
+
+
+def test_directories_either_snapshot_did_not_look_in_are_never_touched(
+    tmp_path: Path, memory: Path
+) -> None:
+    root = tmp_path / "capped"
+    _bulk(root, 10)
+    (root / "bulk" / "deep" / "keep.txt").write_text("as the target has it\n")
+    workspace = _workspace(root, memory, max_entries=20)
+    target = workspace.snapshot()  # below the cap: bulk/deep was looked in
+    _bulk(root, 10, start=10)  # past it now: bulk/deep is not looked in
+    (root / "bulk" / "deep" / "keep.txt").write_text("edited by hand since\n")
+    (root / "bulk" / "deep" / "new.txt").write_text("made by hand since\n")
+    capped = workspace.snapshot()
+    assert capped.unscanned == ("bulk/deep",)
+    plan = workspace.plan_restore(target.root)
+    assert [a.path for a in plan.left_alone] == ["bulk/deep"]
+    assert "nothing in it is touched" in plan.left_alone[0].reason
+    restore(workspace, plan)
+    now = exact(root)
+    assert now["bulk/deep/keep.txt"][0] == b"edited by hand since\n"  # type: ignore[index]
+    assert now["bulk/deep/new.txt"][0] == b"made by hand since\n"  # type: ignore[index]
+    assert "bulk/b015.txt" not in now  # what both snapshots saw is restored
+    # The other way: the target did not look in it, the files as they are did.
+    before = exact(root)
+    plan = workspace.plan_restore(capped.root)
+    assert [a.path for a in plan.left_alone] == ["bulk/deep"]
+    assert "that snapshot did not look in this directory" in plan.left_alone[0].reason
+    restore(workspace, plan)
+    now = exact(root)
+    assert now["bulk/deep/keep.txt"] == before["bulk/deep/keep.txt"]  # never deleted
+    assert now["bulk/deep/new.txt"] == before["bulk/deep/new.txt"]
+    assert "bulk/b015.txt" in now
+
+
+@pytest.fixture
+def in_memory() -> Iterator[Path]:
+    """A directory on a tmpfs (``/dev/shm``): 200,000 files are made there in seconds."""
+    if not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK):
+        unavailable("no writable tmpfs at /dev/shm")
+    root = Path(tempfile.mkdtemp(dir="/dev/shm", prefix="harness-test-"))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_200000_file_project_is_rewound_without_touching_what_was_not_looked_in(
+    in_memory: Path, memory: Path
+) -> None:
+    """The default cap (200,000 kept entries): the project passes it between the target and
+    now, and the directory past it keeps its edits; a kept subtree is rewound."""
+    root = in_memory / "big"
+    bulk, src = root / "bulk", root / "src"
+    for directory in (bulk / "late", src):
+        directory.mkdir(parents=True)
+    past = time.time() - 3600  # not racily recent: read once, then known by their stat
+    fd = os.open(bulk, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i in range(199_990):  # empty files: fast to make and to read
+            os.close(os.open(f"f{i}", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+            os.utime(f"f{i}", (past, past), dir_fd=fd)
+    finally:
+        os.close(fd)
+    (bulk / "late" / "notes.txt").write_text("as the target has it\n")
+    (src / "a.py").write_text("print('as the target has it')\n")
+    workspace = _workspace(root, memory)
+    target = workspace.snapshot()
+    assert target.unscanned == ()  # 199,997 kept entries
+    for i in range(20):
+        (bulk / f"g{i}").write_text("")
+    (bulk / "late" / "notes.txt").write_text("edited by hand since\n")
+    (src / "a.py").write_text("print('changed since')\n")
+    assert workspace.snapshot().unscanned == ("bulk/late",)
+    restore(workspace, workspace.plan_restore(target.root))
+    assert (bulk / "late" / "notes.txt").read_text() == "edited by hand since\n"
+    assert (src / "a.py").read_text() == "print('as the target has it')\n"
+    assert not (bulk / "g0").exists()

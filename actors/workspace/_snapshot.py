@@ -391,7 +391,10 @@ class Snapshotter:
                 self._kept_out.append(KeptOut(prefix + name, size, _too_big(size, limit)))
                 continue
             try:
-                data, now_key = self._read_file(fd, name, prefix + name, limit)
+                if size == 0:  # nothing to read (an __init__.py, a .gitkeep): its stat is
+                    data, now_key = b"", key  # all there is, and a racy one is read again
+                else:
+                    data, now_key = self._read_file(fd, name, prefix + name, limit)
             except (OSError, ToolFailed) as exc:
                 node.keys.pop(name, None)
                 if not isinstance(exc, FileNotFoundError):
