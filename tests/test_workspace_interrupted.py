@@ -22,8 +22,7 @@ import pytest
 
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.workspace._crashpoints import ENV
-from tests.children import READ_TIMEOUT, read_line, rest_of
-from tests.clitools import REPO, harness
+from tests.clitools import REPO, harness, killed_at, stopped_at
 from tests.project_files import exact, record_two_turns
 
 pytestmark = pytest.mark.slow
@@ -63,30 +62,10 @@ class Wide:
 
     def start_rewind(self, point: str) -> subprocess.Popen[str]:
         """``harness --rewind`` that stops at ``point``; returned once it is there."""
-        env = {**os.environ, "AGENT_HARNESS_MEMORY_DIR": str(self.memory),
-               "PYTHONPATH": str(REPO), ENV: point}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "repl", *self.rewind_args()], cwd=self.project, env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert proc.stderr is not None
-        deadline = time.monotonic() + READ_TIMEOUT
-        said = []
-        while True:
-            line = read_line(proc.stderr, max(deadline - time.monotonic(), 0.1))
-            if not line:
-                raise AssertionError(f"it ended before {point}: {''.join(said)}"
-                                     f"{rest_of(proc)}")
-            if line == f"at point {point.partition('#')[0]}\n":
-                return proc
-            said.append(line)
+        return stopped_at(point, *self.rewind_args(), memory_dir=self.memory, cwd=self.project)
 
     def kill_at(self, point: str) -> None:
-        with self.start_rewind(point) as proc:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
-            assert proc.returncode == -signal.SIGKILL
+        killed_at(point, *self.rewind_args(), memory_dir=self.memory, cwd=self.project)
 
 
 @pytest.fixture

@@ -10,15 +10,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from actors.core.errors import UsageError
+from actors.runtime.supervisor import Supervisor
 from actors.store import SessionStore
-from actors.testing.scripted_server import Reply, ToolCall
+from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.workspace import Workspace, apply_rewind, open_objects, plan_rewind
 from actors.workspace._housekeeping import collect
 from repl.cli import main
 from tests.children import read_line
 from tests.project_files import listing, record_two_turns
+from tests.runtime import settings_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -295,3 +299,56 @@ def test_a_rewind_of_both_cut_between_its_halves_is_finished_by_the_next_command
                                  "--dry-run", capsys=capsys)
     assert status == 0 and "was interrupted" not in out  # said once
     assert _context(session) == context[: first - 1]
+
+
+def test_a_session_without_a_project_is_tied_to_the_first_it_is_resumed_in(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An older record (no project recorded) resumed in A gets A; from B it can neither be
+    resumed nor rewound, and A's snapshots never reach B."""
+    memory = tmp_path / "memory"
+    store = SessionStore(memory)
+    session = "older-record"
+    store.create_session(session, [{"role": "system", "content": "older"}])
+    store.close()
+    a, b = tmp_path / "a", tmp_path / "b"
+    b.mkdir()
+    (b / "mine.txt").write_text("b's own\n")
+    script = [Reply(tool_calls=[ToolCall("write_file", {"path": "x.txt", "content": "x"})]),
+              Reply("Done.")]
+
+    async def resume_in_a() -> None:
+        with ScriptedServer(script) as server:
+            settings = settings_for(tmp_path / "run", server.base_url, memory_dir=memory,
+                                    sandbox_dir=a)
+            a.mkdir()
+            (a / "a.txt").write_text("a's own\n")
+            async with Supervisor.open(settings, SessionStore(memory), resume=session) as sup:
+                assert (await sup.run_turn("Write x")).ok
+
+    anyio.run(resume_in_a)
+    assert SessionStore(memory).info(session).project_root == str(a.resolve())
+    typed = SessionStore(memory).user_messages(session)[0].number
+    before_b = listing(b)
+    status = main(["--rewind", session, "--to", str(typed), "--files", "--memory-dir",
+                   str(memory), "--sandbox-dir", str(b)])
+    err = capsys.readouterr().err
+    assert status == 2 and f"belongs to the project {a.resolve()}" in err
+    assert err.count("\n") == 1
+    assert listing(b) == before_b
+    status = main(["-p", "hi", "--resume", session, "--memory-dir", str(memory),
+                   "--sandbox-dir", str(b), "--base-url", "http://127.0.0.1:9"])
+    assert status == 2 and "belongs to another project" in capsys.readouterr().err
+    # The snapshots themselves say where they were taken.
+    objects = open_objects(memory)
+    workspace = Workspace(b, memory, objects)
+    try:
+        with pytest.raises(UsageError, match="belong to the project"):
+            plan_rewind(workspace, session, typed)
+    finally:
+        workspace.close()
+        objects.close()
+    status = main(["--rewind", session, "--to", str(typed), "--files", "--memory-dir",
+                   str(memory), "--sandbox-dir", str(a)])
+    assert status == 0, capsys.readouterr().err
+    assert listing(a) == {"a.txt": (b"a's own\n", False)}

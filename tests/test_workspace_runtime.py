@@ -10,13 +10,13 @@ import anyio
 import pytest
 
 from actors.core.config import Mode
-from actors.core.events import EventSink, Notice, ToolCallFinished, ToolCallStarted
+from actors.core.events import Event, EventSink, Notice, ToolCallFinished, ToolCallStarted
 from actors.core.ids import new_session_id
 from actors.core.mailbox import ask
 from actors.runtime.rewind import RewindRequest
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from actors.workspace import Workspace, open_objects
+from actors.workspace import Limits, Workspace, open_objects
 from actors.workspace._diff import Trees
 from actors.workspace._journal import JournalEntry
 from actors.workspace.keeper import (
@@ -25,6 +25,7 @@ from actors.workspace.keeper import (
     Taken,
     WorkspaceClient,
     WorkspaceKeeper,
+    describe_changes,
 )
 from tests.runtime import running, settings_for, wait_for
 
@@ -324,4 +325,47 @@ async def test_a_before_asked_right_after_a_walk_is_that_walk_and_later_ones_wal
     objects.close()
     assert kinds == [("after", "c0", first.root), ("before", "c1", first.root),
                      ("after", "c1", after.root), ("before", "c2", walked.root)]
+    store.close()
+
+
+async def test_what_a_command_changed_never_claims_a_deletion_it_did_not_see(
+    tmp_path: Path,
+) -> None:
+    """A command that takes the project past the entry cap: the directory no longer looked
+    in is not reported deleted (its files are still there), and the cap is said once."""
+    project = tmp_path / "project"
+    (project / "bulk" / "deep").mkdir(parents=True)
+    for i in range(10):
+        (project / "bulk" / f"b{i}.txt").write_text(f"{i}\n")
+    (project / "bulk" / "deep" / "x.txt").write_text("x\n")
+    memory = tmp_path / "memory"
+    store = SessionStore(memory)
+    session = new_session_id()
+    store.create_session(session, [{"role": "system", "content": "s"}],
+                         project_root=str(project))
+    send, receive = anyio.create_memory_object_stream[Request](8)
+    events_send, events_receive = anyio.create_memory_object_stream[Event](16)
+    keeper = WorkspaceKeeper(project=project, memory_dir=memory, store=store,
+                             session_id=session, events=EventSink(events_send),
+                             limits=Limits(max_entries=20))
+    async with anyio.create_task_group() as tg:
+        await tg.start(keeper.run, receive)
+        client = WorkspaceClient(send)
+        assert await client.snapshot("before", "c1", "run_bash") is not None
+        for i in range(10, 25):  # what the command does: bulk/deep is past the cap now
+            (project / "bulk" / f"b{i}.txt").write_text(f"{i}\n")
+        after = await client.snapshot("after", "c1", "run_bash")
+        client.close()
+    events_send.close()
+    assert after is not None
+    assert {c.status for c in after.changes} == {"added"}
+    assert len(after.changes) == 15 and after.unscanned == ("bulk/deep",)
+    assert "deleted" not in describe_changes(after.changes)
+    async with events_receive:
+        said = [e.text for e in [e async for e in events_receive] if isinstance(e, Notice)]
+    assert len(said) == 1 and "did not look in 1 directory (bulk/deep)" in said[0]
+    objects = open_objects(memory)
+    recorded = objects.marks.paths(m.seq for m in objects.marks.of_session(session))
+    objects.close()
+    assert all(status == "added" for paths in recorded.values() for _p, status in paths)
     store.close()
