@@ -1,7 +1,8 @@
 """What a session's tool calls did to the project's files, from its workspace marks: for
 ``--info ID --files`` (a path list per call, ``--diff`` for the diffs), ``--export ID
 --files`` and ``--search PATH --files`` (the sessions whose calls changed a path); and the
-workspace part of ``--doctor`` (sizes, the largest sessions; ``--repair`` collects now).
+workspace part of ``--doctor`` (sizes per project, the quota, the largest sessions;
+``--repair`` collects now).
 
 Read-only but for ``--doctor --repair``: nothing here writes the project.
 """
@@ -10,11 +11,12 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 from actors.core.config import Settings
-from actors.core.errors import StorageError
+from actors.core.errors import HarnessError, StorageError
 from actors.store import Store, export_session, is_sqlite_url, open_store, to_markdown
 from actors.workspace import (
     ObjectStore,
@@ -23,6 +25,7 @@ from actors.workspace import (
     calls_json,
     collect,
     open_objects,
+    quota_for,
     report,
 )
 
@@ -100,6 +103,16 @@ def search_path(store: Store, path: str, *, memory_dir: Path, as_json: bool,
     return 0
 
 
+def _project_of(store: Store) -> Callable[[str], str]:
+    def project_of(session_id: str) -> str:
+        try:
+            return store.info(session_id).project_root
+        except HarnessError:
+            return ""
+
+    return project_of
+
+
 def doctor_snapshots(settings: Settings, *, repair: bool, out: TextIO | None = None) -> int:
     """``--doctor``'s workspace lines; with ``--repair`` a collection first. 1 when the
     workspace store cannot be read."""
@@ -116,7 +129,8 @@ def doctor_snapshots(settings: Settings, *, repair: bool, out: TextIO | None = N
                     done = collect(objects, store.exists,
                                    retention_days=settings.snapshot_retention_days)
                     print(done.line(settings.snapshot_retention_days), file=out)
-                for line in report(objects, store.exists).lines():
+                for line in report(objects, store.exists, _project_of(store),
+                                   quota_for(settings.snapshot_quota_bytes, 0)).lines():
                     print(line, file=out)
             finally:
                 objects.close()

@@ -178,6 +178,9 @@ def test_kill_during_the_files_of_a_rewind_of_both_is_finished_by_the_next_open(
     assert "it has been finished: the conversation now ends before message" in said
     assert listing(session.project) == session.files["first"]
     assert session.load_context()[: session.first - 1] == session.context[: session.first - 1]
+    result = session.run("--rewind", session.id, "--undo")  # rolled forward, still undoable
+    assert result.returncode == 0, result.stderr
+    assert listing(session.project) == session.files["end"]
 
 
 def test_kill_between_the_halves_is_rolled_forward_at_the_next_open(session: Session) -> None:

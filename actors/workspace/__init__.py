@@ -35,7 +35,7 @@ from actors.core.lazy import names_from
 if TYPE_CHECKING:
     from actors.workspace._calls import call_lines, call_summary, calls_changing_files, calls_json
     from actors.workspace._diff import Stat
-    from actors.workspace._housekeeping import collect, report
+    from actors.workspace._housekeeping import collect, quota_for, report
     from actors.workspace._marks import Mark, Marks
     from actors.workspace._objects import Collected, ObjectStore, Usage
     from actors.workspace._paths import journal_path, workspace_home
@@ -73,7 +73,8 @@ if TYPE_CHECKING:
 _WHERE = {
     **dict.fromkeys(("call_lines", "call_summary", "calls_changing_files", "calls_json"),
                     "_calls"),
-    "Stat": "_diff", "collect": "_housekeeping", "report": "_housekeeping",
+    "Stat": "_diff", "collect": "_housekeeping", "quota_for": "_housekeeping",
+    "report": "_housekeeping",
     "Mark": "_marks", "Marks": "_marks",
     "Collected": "_objects", "ObjectStore": "_objects", "Usage": "_objects",
     "LeftAlone": "_restore", "RestorePlan": "_restore",
@@ -133,6 +134,7 @@ __all__ = [
     "plan_rewind",
     "plan_undo",
     "put_back",
+    "quota_for",
     "record_conversation",
     "report",
     "roll_forward",
