@@ -3,24 +3,50 @@
 A snapshot is taken at every user message and before every side-effecting tool call (and
 after a shell command, so what it created, changed and deleted is known). Snapshots are
 content-addressed and deduplicated across snapshots, sessions and projects; a snapshot costs
-what changed since the last one (stat-based change detection with a cache); ``.gitignore``
-and size caps decide what is kept, and what is kept out is said. Restoring goes through the
-tools' sandbox, journaled so that a rewind is either done or not started.
+what changed since the last one (stat-based change detection with a cache), and a changed
+file is kept as a delta of its earlier version; ``.gitignore`` and size caps decide what is
+kept, and what is kept out is said; the store is kept under a quota. Permissions are kept.
+
+Every write a restore makes to the project can be undone, and none overwrites what changed
+since the restore looked (the protocol, in :mod:`._rewind`)::
+
+    1 undo point   lock the project; snapshot it as it is (every path the restore touches,
+                   ignored ones too, content and permissions); its objects stored
+    2 journal      <memory-dir>/workspace/journal/<project>.json: undo point, target, id;
+                   written, fsynced, renamed, directory fsynced
+    3 record       the session's ``rewind`` mark (target, undo point, project), committed
+                   with synchronous=FULL: the commit point; --undo has its undo point
+    4 apply        each path written only if still as the undo point has it; a signal
+                   stops between two paths
+    5 end          the journal removed
+
+A kill before 3: nothing was written, the journal is forgotten (said). After 3: each path
+is to do (as the undo point), done (as the target) or changed since (anything else: left
+alone, listed). Nothing changed since: the next open finishes it (said in one line).
+Otherwise the user decides: finish (only what is to do) or put back (a restore of its own,
+by the same steps, of only what is done); print mode and headless commands refuse in one
+line naming both, the REPL says so and ``\\rewind`` asks. A restore touches only what both
+snapshots saw: never anything below a directory either did not look in.
 
 Layout::
 
     _ignore.py     .gitignore rules, read as git reads them
-    _tree.py       blobs, trees, entries, oids
+    _tree.py       blobs, trees (entries with permissions), oids
+    _delta.py      a file's new content as a delta of an earlier version (zlib, zdict)
     _objects.py    the object store (SQLite file or PostgreSQL tables), collection
     _database.py   the SQLite file of the objects, beside the session store
+    _paths.py      where the workspace's state is in the memory dir (cheap to ask)
     _statcache.py  what the last snapshot saw, so the next one reads only what changed
     _snapshot.py   taking a snapshot: the confined walk, the caps, new objects
     _diff.py       changes between snapshots, diffstat, unified diff
-    _restore.py    the plan (with hand edits flagged) and the confined writes
-    _journal.py    the rewind journal: done or not started
+    _restore.py    the plan (hand edits flagged), where each path stands, the writes
+    _journal.py    the restore journal: which restore may be under way
     _marks.py      which snapshot belongs to which message or call of which session
-    _workspace.py  one project's snapshots, lock, restore in steps, recovery
-    _rewind.py     a session's files back to a user message, recorded; undo
+    _calls.py      what each tool call changed, for --info/--export --files and \\files
+    _housekeeping.py  collection, the quota, what --doctor shows
+    _workspace.py  one project's snapshots, lock, the steps of a restore
+    _rewind.py     the protocol: a session's files back to a user message, recorded;
+                   undo; a rewind cut short taken up (finished or put back)
     keeper.py      the actor that owns the project's snapshots during a run
 
 Everything here blocks (file I/O, the database); the runtime calls it from worker threads.

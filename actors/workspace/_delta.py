@@ -46,6 +46,20 @@ def _read_varint(data: bytes, at: int) -> tuple[int, int]:
         shift += 7
 
 
+PROBES = 8  # anchors of the new content looked for in the base before a delta is tried
+
+
+def similar(data: bytes, base: bytes) -> bool:
+    """Whether a delta is worth trying: most of a few anchors spread over ``data`` are
+    found in ``base`` (a file rewritten from scratch is not; ``bytes.find`` runs in C)."""
+    if len(data) < ANCHOR * 2 or len(base) < ANCHOR:
+        return False
+    step = max((len(data) - ANCHOR) // PROBES, 1)
+    starts = range(0, len(data) - ANCHOR + 1, step)
+    found = sum(base.find(data[at : at + ANCHOR]) >= 0 for at in starts)
+    return found * 2 >= len(starts)
+
+
 def encode(data: bytes, base: bytes) -> bytes:
     """``data`` as a delta against ``base``."""
     out = bytearray()

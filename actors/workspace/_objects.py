@@ -242,7 +242,7 @@ class ObjectStore:
             codec, stored = pack(content)
             base: bytes | None = None
             found = whole.get(bases.get(oid, b"")) if bases else None
-            if found is not None and len(content) > 64:
+            if found is not None and _delta.similar(content, found[1]):
                 delta = _delta.encode(content, found[1])
                 if len(delta) < len(stored) * DELTA_AT_MOST:
                     codec, stored, base = DELTA, delta, found[0]
