@@ -118,7 +118,7 @@ def test_a_rewind_cut_short_with_files_changed_since_is_said_and_asked_about(
         screen.expect_words("A rewind of the files was interrupted: what now?")
         screen.expect_words("Finish it (the files changed since stay as they are)")
         screen.child.send(ENTER)
-        screen.expect_words("it has been finished (2 more paths), leaving 1 files changed "
+        screen.expect_words("it has been finished (2 more paths), leaving 1 file changed "
                             "since as they are (a.txt)")
         screen.expect(PROMPT)
         assert screen.exit() == 0

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from actors.core.errors import UsageError
-from actors.workspace import Limits, Workspace, open_objects
+from actors.workspace import Limits, Workspace, open_objects, settle
 from actors.workspace._crashpoints import ENV
 from actors.workspace._diff import Trees
 from tests.children import read_line, rest_of
@@ -440,3 +440,27 @@ def test_a_200000_file_project_is_rewound_without_touching_what_was_not_looked_i
     assert (bulk / "late" / "notes.txt").read_text() == "edited by hand since\n"
     assert (src / "a.py").read_text() == "print('as the target has it')\n"
     assert not (bulk / "g0").exists()
+
+
+def test_a_journal_an_older_harness_left_puts_back_what_it_wrote(
+    project: Path, memory: Path
+) -> None:
+    """Its restores wrote files before they were recorded: one cut short before its record
+    is put back (only what is still as it left it), as that harness would have."""
+    workspace = _workspace(project, memory)
+    target = workspace.snapshot()
+    _bash(project, "echo two > README; echo two > docs/d.md; echo n > new.txt")
+    undo = workspace.snapshot()
+    before = exact(project)
+    _bash(project, "echo readme > README; echo d > docs/d.md")  # half of its writes
+    (project / "new.txt").write_text("by hand after it\n")
+    workspace.journal.path.write_text(json.dumps({
+        "version": 1, "target": target.root.hex(), "undo": undo.root.hex(),
+        "project": workspace.project, "session": "s1", "label": "to message 1",
+        "touched": [], "id": "older", "started_at": 0.0}))
+    said, left = settle(workspace)
+    assert left is None and said is not None
+    assert "interrupted before it was recorded; what it wrote was put back (2 paths)" in said
+    assert exact(project) == {**before, "new.txt": exact(project)["new.txt"]}
+    assert (project / "new.txt").read_text() == "by hand after it\n"
+    assert workspace.journal.pending() is None

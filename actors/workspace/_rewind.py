@@ -318,6 +318,10 @@ class Interrupted:
                 f"since ({shown}{more}); {commands(self.session_id, repl=repl)}.")
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 SHOWN = 5  # paths named in a line
 
 
@@ -344,12 +348,13 @@ class Finished:
         session = self.interrupted.session_id
         left = self.interrupted.changed + [p for p in self.applied.left
                                            if p not in self.interrupted.changed]
-        said = (f"{what} was interrupted; it has been finished ({self.applied.changed} more "
-                "paths)")
+        said = (f"{what} was interrupted; it has been finished "
+                f"({_count(self.applied.changed, 'more path')})")
         if left:
             shown = ", ".join(left[:SHOWN]) + (f" and {len(left) - SHOWN} more"
                                                if len(left) > SHOWN else "")
-            said += f", leaving {len(left)} files changed since as they are ({shown})"
+            said += (f", leaving {_count(len(left), 'file')} changed since as they are "
+                     f"({shown})")
         if self.applied.stopped:
             return (f"{what} was interrupted; taking it up again was stopped too "
                     f"({self.applied.changed} more paths written); {commands(session)}.")
@@ -377,6 +382,11 @@ def settle(workspace: Workspace) -> tuple[str | None, Interrupted | None]:
         return None, None
     if found.pending.recorded and found.changed:
         return None, found
+    if not found.pending.recorded and found.pending.standing.done:  # a journal of an older
+        back = put_back(workspace)  # harness, which wrote files before it recorded them
+        written = back.changed if back is not None else 0
+        return (f"{found.what} was interrupted before it was recorded; what it wrote was put "
+                f"back ({_count(written, 'path')})."), None
     done = finish(workspace)
     return (str(done) if done is not None else None), None
 
