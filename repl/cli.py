@@ -111,6 +111,19 @@ def _positive_float(text: str) -> float:
     return value
 
 
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def _size(text: str) -> int:
+    """Bytes, with a K, M, G or T suffix (binary: 1G is 1 GiB)."""
+    cleaned = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = cleaned[-1:] if cleaned[-1:] in _SIZE_UNITS else ""
+    value = _number(cleaned[: len(cleaned) - len(unit)], float, "a size such as 2G or 500M")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return int(value * _SIZE_UNITS[unit])
+
+
 def _positive_int(text: str) -> int:
     value = int(_number(text, int, "a positive whole number"))
     if value <= 0:
@@ -283,7 +296,11 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--both", dest="rewind_what", action="store_const", const="both",
                       help="the files and the conversation")
     rewind.add_argument("--undo", action="store_true",
-                        help="undo the session's last rewind of files")
+                        help="undo the session's last rewind of files (one cut short: put "
+                        "back what it wrote)")
+    rewind.add_argument("--finish", dest="finish_rewind", action="store_true",
+                        help="finish a rewind of the files that was cut short (what changed "
+                        "since is left as it is)")
     rewind.add_argument("--dry-run", action="store_true",
                         help="show what would change (a diffstat) and change nothing")
     rewind.add_argument("--diff", action="store_true",
@@ -293,6 +310,10 @@ def build_parser() -> argparse.ArgumentParser:
     storage.add_argument("--snapshot-days", type=_positive_float, default=30.0, metavar="D",
                          help="keep workspace snapshots this many days (each session's newest "
                          "is always kept; default: 30)")
+    storage.add_argument("--snapshot-quota", type=_size, default=None, metavar="SIZE",
+                         help="keep the workspace snapshots under SIZE (e.g. 2G, 500M; "
+                         "default: 1G, or 4 times the project when that is more): the oldest "
+                         "snapshots of other sessions go first")
     return parser
 
 
@@ -318,6 +339,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         compact_threshold=args.compact_threshold,
         workspace_snapshots=not args.no_snapshots,
         snapshot_retention_days=args.snapshot_days,
+        snapshot_quota_bytes=args.snapshot_quota,
     )
 
 
@@ -443,18 +465,22 @@ def _memory_dir(args: argparse.Namespace) -> Path:
 def _rewind(args: argparse.Namespace, store: Store) -> int:
     from repl.rewind import rewind
 
-    if args.undo == (args.to is not None):
-        raise UsageError("--rewind ID needs --to N (the user message to go back to) or "
-                         "--undo.")
+    if args.finish_rewind and (args.undo or args.to is not None):
+        raise UsageError("--finish finishes a rewind that was cut short; it goes with "
+                         "--rewind ID alone.")
+    if not args.finish_rewind and args.undo == (args.to is not None):
+        raise UsageError("--rewind ID needs --to N (the user message to go back to), --undo "
+                         "or --finish.")
     if args.undo and args.rewind_what not in (None, "files"):
         raise UsageError("--undo undoes the last rewind of files; a conversation rewind "
                          "keeps what came after in a fork (--resume it).")
-    if not args.undo and args.rewind_what is None:
+    if not (args.undo or args.finish_rewind) and args.rewind_what is None:
         raise UsageError("Say what to rewind: --files, --conversation or --both.")
     settings = settings_from(args)
     return rewind(store, args.rewind, what=args.rewind_what or "files",
                   memory_dir=settings.memory_dir, project=settings.sandbox_dir, to=args.to,
-                  undo=args.undo, dry_run=args.dry_run, as_json=args.json)
+                  undo=args.undo, dry_run=args.dry_run, as_json=args.json,
+                  finish_pending=args.finish_rewind)
 
 
 def _check_combinations(args: argparse.Namespace) -> None:
@@ -492,7 +518,8 @@ def _check_combinations(args: argparse.Namespace) -> None:
     rewind_flags = [flag for flag, on in (
         ("--to", args.to is not None),
         ("--files/--conversation/--both", args.rewind_what and not files_view),
-        ("--undo", args.undo), ("--dry-run", args.dry_run)) if on]
+        ("--undo", args.undo), ("--finish", args.finish_rewind),
+        ("--dry-run", args.dry_run)) if on]
     if rewind_flags and not args.rewind:
         raise UsageError(f"{', '.join(rewind_flags)} go(es) with --rewind ID.")
     if args.diff and not (args.info and args.rewind_what == "files"):

@@ -91,3 +91,5 @@ class Settings:
     workspace_snapshots: bool = True  # snapshot the project's files (rewind of files)
     snapshot_retention_days: float = 30.0  # older snapshots are collected (each session's
     # newest is kept)
+    snapshot_quota_bytes: int | None = None  # the snapshots' store is kept under it (None:
+    # 1 GiB, or 4 times the project's kept size when that is more)

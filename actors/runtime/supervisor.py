@@ -29,12 +29,14 @@ Cancellation:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
+import anyio.from_thread
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.core.budget import (
@@ -90,7 +92,7 @@ from actors.runtime.compactor import CompactAnswer, Compactor, CompactRequest
 from actors.runtime.context import ContextSnapshot, WorkingContext
 from actors.runtime.lease import hold_lease
 from actors.runtime.recovery import answer_batch, save_batch
-from actors.runtime.rewind import RewindOutcome, RewindRequest, finish_interrupted
+from actors.runtime.rewind import RewindOutcome, RewindRequest, at_open, carry_out
 from actors.runtime.rewind import check as rewind_check
 from actors.runtime.titler import ask_for_title
 from actors.runtime.tool_executor import (
@@ -105,7 +107,7 @@ from actors.tools import startup_warnings, tool_schemas
 from actors.workspace.keeper import Request, WorkspaceClient, WorkspaceKeeper
 
 if TYPE_CHECKING:  # the workspace's engine is imported once it is opened (after the prompt)
-    from actors.workspace import ObjectStore, RewindPlan, Rewound
+    from actors.workspace import Finished, Interrupted, ObjectStore, RewindPlan, Rewound
 
 SHUTDOWN_SECONDS = 15
 REPLAY_MESSAGES = 12  # the end of the context a resumed session shows before the prompt
@@ -184,10 +186,11 @@ class Supervisor:
         # The user's message of the running turn until it is saved: (what the model gets,
         # what the user typed), for what follows its checkpoint (_save_step).
         self._typed: tuple[str, str] | None = None
-        # An interrupted rewind finished at the open (actors.runtime.rewind): what to say, and
-        # the workspace objects it opened, handed to the keeper.
-        self._rewind_notice: str | None = None
+        # What the open found of interrupted rewinds (actors.runtime.rewind.at_open): what to
+        # say, and the workspace objects it opened, handed to the keeper.
+        self._rewind_said: tuple[str, ...] = ()
         self._workspace_objects: ObjectStore | None = None
+        self._interactive = False  # the REPL: a rewind left for the user is said, not refused
 
     # -- opening and closing --------------------------------------------------------------
 
@@ -202,10 +205,12 @@ class Supervisor:
         resume: str | None = None,
         continue_latest: bool = False,
         new_id: str | None = None,
+        interactive: bool = False,
     ) -> AsyncIterator[Supervisor]:
         """Take the lease, create or resume the session, run the actors; see the module doc.
         ``new_id``: the id of the session to create (the front end may have shown it
-        already); None: a fresh one."""
+        already); None: a fresh one. ``interactive`` (the REPL): a rewind of the project's
+        files left for the user at the open is said; otherwise it is refused (one line)."""
         project_root = str(settings.sandbox_dir)
         if continue_latest:
             resume = await anyio.to_thread.run_sync(latest_session_of, store, project_root)
@@ -214,6 +219,7 @@ class Supervisor:
         session_id = resume or new_id or new_session_id()
         async with hold_lease(store, session_id):
             self = cls(settings, store, session_id, events)
+            self._interactive = interactive
             if resume:
                 opened = await anyio.to_thread.run_sync(self._resume, project_root)
             else:
@@ -222,8 +228,8 @@ class Supervisor:
             try:
                 async with self._running_actors():
                     await self._events.send(opened)
-                    if self._rewind_notice:
-                        await self.notify(self._rewind_notice, "warning")
+                    for line in self._rewind_said:
+                        await self.notify(line, "warning")
                     if opened.crashed_before or opened.recovered_calls:
                         await self.notify(
                             f"Session {session_id} was not closed cleanly; "
@@ -246,6 +252,7 @@ class Supervisor:
                     await anyio.to_thread.run_sync(self._finish, status)
 
     def _create(self, project_root: str) -> SessionOpened:
+        self._rewinds_at_open(resumed=False)  # before the session exists: a refusal leaves none
         notes = read_memory_notes(self._settings.memory_dir, self._settings.sandbox_dir)
         messages = [
             {"role": "system", "content": system_prompt(self._settings.sandbox_dir, notes,
@@ -268,9 +275,9 @@ class Supervisor:
             raise SessionArchived(self.session_id)
         if info.project_root and info.project_root != project_root:
             raise ProjectMismatch(self.session_id, info.project_root)
-        self._workspace_objects, self._rewind_notice = finish_interrupted(
-            self._store, self._settings.memory_dir, self.session_id)
-        if self._rewind_notice:  # a rewind of both finished: the context moved back
+        if not info.project_root:  # an older record: its snapshots are this project's now
+            self._store.update(self.session_id, project_root=project_root)
+        if self._rewinds_at_open(resumed=True):  # the context may have moved back
             info = self._store.info(self.session_id)
         before = info.transcript_messages
         messages = self._store.recover(self.session_id)
@@ -287,6 +294,15 @@ class Supervisor:
             saved_approvals=tuple(str(r) for r in info.state.get("approvals", [])),
             recent=tuple(recent), parent_id=info.parent_id, fork_point=info.fork_point,
         )
+
+    def _rewinds_at_open(self, *, resumed: bool) -> bool:
+        """Interrupted rewinds, taken up before the context is read (see
+        :func:`actors.runtime.rewind.at_open`); whether there was anything to say."""
+        opened = at_open(self._store, self._settings.memory_dir, self.session_id,
+                         self._settings.sandbox_dir, resumed=resumed,
+                         interactive=self._interactive)
+        self._workspace_objects, self._rewind_said = opened.objects, opened.said
+        return bool(opened.said)
 
     def _finish(self, status: str) -> None:
         """Shutdown writes (the actors are gone): recover, fallback summary, usage, status.
@@ -338,7 +354,8 @@ class Supervisor:
                                  store=self._store, session_id=self.session_id,
                                  events=self._events, enabled=settings.workspace_snapshots,
                                  retention_days=settings.snapshot_retention_days,
-                                 objects=self._workspace_objects)
+                                 objects=self._workspace_objects,
+                                 quota=settings.snapshot_quota_bytes)
         self._workspace_objects = None  # the keeper's from here
         compactor = Compactor(max_context_tokens=settings.max_context_tokens,
                               model_inbox=model_send.clone())
@@ -814,13 +831,10 @@ class Supervisor:
         ``summary``: one line, for ``\\info``)."""
         return await self._running().workspace.files_changed(with_diff, summary=summary)
 
-    async def rewind_files(self, plan: RewindPlan) -> Rewound:
-        """Carry out ``plan`` (done or not started; :class:`RestoreFailed` says whether the
-        files were put back). The files as they were are kept first, so
-        ``plan_files_rewind(0)`` can undo it."""
-        if self._turn is not None:
-            raise UsageError("Wait for the turn to end (or interrupt it) before a rewind.")
-        return await self._running().workspace.rewind(plan)
+    async def interrupted_rewind(self) -> Interrupted | None:
+        """The rewind of the project's files that was cut short, if any (what ``\\rewind``
+        asks about)."""
+        return await self._running().workspace.interrupted()
 
     async def set_title(self, title: str) -> None:
         """The user's title: it always wins (a title call still running cannot replace it)."""
@@ -889,9 +903,10 @@ class Supervisor:
         return points
 
     async def rewind(self, request: RewindRequest) -> RewindOutcome:
-        """Go back to just before a message the user typed (see :mod:`actors.runtime.rewind`
-        for the steps): the files (by the plan the front end showed), then the conversation,
-        whose later part is kept as a fork (its id is in the outcome). Not during a turn; a
+        """Go back to just before a message the user typed, undo the last rewind of files,
+        or take up one that was cut short: the one protocol of
+        :func:`actors.runtime.rewind.carry_out` (the files by the plan the front end showed,
+        then the conversation, whose later part is kept as a fork). Not during a turn; a
         background compaction is waited for first."""
         if self._turn is not None:
             raise UsageError("A turn is running; rewind when it has ended.")
@@ -899,33 +914,19 @@ class Supervisor:
         while self._compaction is not None:
             await self._result_of(self._compaction)
         await self._checkpoint()
-        actors = self._running()
-        files: Rewound | None = None
+        steps = ActorSteps(self._running().workspace, self._rewind_conversation)
         with anyio.CancelScope(shield=True):  # the store moves back: so must the context
-            if request.files:
-                assert request.files_plan is not None
-                files = await actors.workspace.rewind(request.files_plan,
-                                                      with_conversation=request.conversation)
-            if not request.conversation:
-                return RewindOutcome(request.before, list(self._context.messages), None,
-                                     files.changed if files else None)
-            try:
-                async with self._context_lock:
-                    rewound: ConversationRewound = await actors.writer.call(
-                        lambda s, sid: s.rewind(sid, request.before)
-                    )
-                    self._context.rewound(list(rewound.messages))
-            except HarnessError:
-                if files is not None:  # nothing is rewound, then: the files go back
-                    await actors.workspace.rewind(await actors.workspace.plan_rewind(0))
-                    await self.notify("The conversation could not be rewound; the files "
-                                      "were put back as they were.", "warning")
-                raise
-            if files is not None:
-                await actors.workspace.conversation_rewound(files, rewound.fork_id)
+            outcome = await anyio.to_thread.run_sync(carry_out, request, steps)
         await self._gauge()
-        return RewindOutcome(request.before, list(rewound.messages), rewound.fork_id,
-                             files.changed if files else None)
+        return outcome
+
+    async def _rewind_conversation(self, before: int) -> ConversationRewound:
+        async with self._context_lock:
+            rewound: ConversationRewound = await self._running().writer.call(
+                lambda s, sid: s.rewind(sid, before)
+            )
+            self._context.rewound(list(rewound.messages))
+        return rewound
 
     async def set_standing_approvals(self, rules: list[str]) -> None:
         """Replace this run's standing approvals ("don't ask again": a tool name, or
@@ -944,3 +945,39 @@ class Supervisor:
             {"role": "user", "content": f"[pinned instruction] {text.strip()}"}
         )
         await self._checkpoint()
+
+
+class ActorSteps:
+    """The steps of a running session's rewind: requests to the workspace keeper (its
+    ``WorkspaceClient``) and ``rewind_conversation`` (the supervisor's: through the
+    checkpoint writer, taking the context it answers), each awaited on the event loop from
+    the worker thread :func:`carry_out` runs in."""
+
+    def __init__(
+        self, workspace: WorkspaceClient,
+        rewind_conversation: Callable[[int], Coroutine[Any, Any, ConversationRewound]],
+    ) -> None:
+        self._workspace = workspace
+        self._rewind_conversation = rewind_conversation
+
+    def files(self, plan: RewindPlan, *, with_conversation: bool) -> Rewound:
+        return anyio.from_thread.run(
+            partial(self._workspace.rewind, plan, with_conversation=with_conversation))
+
+    def files_back(self) -> Rewound:
+        async def back() -> Rewound:
+            return await self._workspace.rewind(await self._workspace.plan_rewind(0))
+
+        return anyio.from_thread.run(back)
+
+    def conversation(self, before: int) -> ConversationRewound:
+        return anyio.from_thread.run(self._rewind_conversation, before)
+
+    def conversation_done(self, files: Rewound, fork_id: str) -> None:
+        anyio.from_thread.run(self._workspace.conversation_rewound, files, fork_id)
+
+    def finish_interrupted(self) -> Finished | None:
+        return anyio.from_thread.run(self._workspace.finish_interrupted)
+
+    def put_back_interrupted(self) -> Rewound | None:
+        return anyio.from_thread.run(self._workspace.put_back_interrupted)

@@ -206,7 +206,7 @@ class Repl:
             from actors.runtime.supervisor import Supervisor
 
             async with Supervisor.open(self.settings, store, events=self._events,
-                                       new_id=session_id) as sup:
+                                       new_id=session_id, interactive=True) as sup:
                 self.sup = sup
                 self._opened.set()
                 startup.resume()  # the start is over (repl/startup.py)
@@ -324,6 +324,9 @@ class Repl:
         except SwitchSession as switch:
             self.switch_to = switch.session_id
             self._leaving = True
+            if switch.said:
+                await self.drain()
+                print(sanitize(switch.said), flush=True)
             return
         finally:
             self._command = None
@@ -405,7 +408,8 @@ async def _run_session(
     from actors.runtime.supervisor import Supervisor
 
     async with Supervisor.open(
-        settings, lazy_store.get(), events=send, resume=resume, continue_latest=continue_latest
+        settings, lazy_store.get(), events=send, resume=resume, continue_latest=continue_latest,
+        interactive=True,
     ) as sup:
         repl = Repl(sup, settings, lazy_store, send)
         signals.on_interrupt = repl.interrupt

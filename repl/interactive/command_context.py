@@ -25,11 +25,14 @@ class ExitRequested(Exception):
 
 
 class SwitchSession(Exception):
-    """``\\resume`` chose another session: leave this one (saved) and open that one."""
+    """``\\resume`` chose another session (or ``\\rewind undo`` went back to the fork
+    holding the conversation as it was): leave this one (saved) and open that one, saying
+    ``said`` first."""
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, said: str = "") -> None:
         super().__init__(session_id)
         self.session_id = session_id
+        self.said = said
 
 
 @dataclass
