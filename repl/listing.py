@@ -116,7 +116,7 @@ def table(
                 name = names[root] = project_name(root, home)
             cells.append(name if len(name) <= 32 else "…" + name[-31:])  # the end says most
         rows.append(cells)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     prefix = "  " if mark is not None else ""
 
     def line(cells: list[str], rest: str, star: bool) -> str:
@@ -138,10 +138,12 @@ def table(
 
 
 def terminal_width() -> int | None:
-    """The terminal's width when stdout is one (None for a pipe or a file)."""
+    """The terminal's width when stdout is one (None for a pipe, a file, or a terminal that
+    reports 0 columns, as under ``script`` and some editors' terminals: unknown)."""
     try:
         if not os.isatty(1):
             return None
-        return os.get_terminal_size(1).columns
+        columns = os.get_terminal_size(1).columns
     except OSError:
         return None
+    return columns if columns > 0 else None

@@ -208,6 +208,72 @@ def test_picker_keys_fork_archive_rename(start: Any, memory_dir: Path, project: 
     assert fork.parent_id == made["parser"]
 
 
+def test_picker_with_nothing_to_pick_says_so_in_one_line(
+    start: Any, memory_dir: Path, project: Path
+) -> None:
+    screen = start("-r", "--base-url", "http://127.0.0.1:9/v1")  # no session at all
+    screen.expect(pexpect.EOF)  # type: ignore[arg-type]
+    screen.child.close()
+    shown = screen.log.getvalue()
+    assert screen.child.exitstatus == 2, shown
+    assert "Traceback" not in shown
+    assert "harness: No saved session of this project to resume" in shown
+    made = seed_sessions(memory_dir, project)
+    with SessionStore(memory_dir) as store:
+        for topic in ("parser", "cache", "deploy"):
+            store.update(made[topic], archived=True)
+    again = start("-r", "--base-url", "http://127.0.0.1:9/v1")  # everything archived
+    again.expect("No saved session of this project to resume")
+    again.expect(pexpect.EOF)  # type: ignore[arg-type]
+    again.child.close()
+    assert again.child.exitstatus == 2
+
+
+def test_picker_no_match_and_everything_archived_show_an_empty_list(
+    start: Any, memory_dir: Path, project: Path
+) -> None:
+    made = seed_sessions(memory_dir, project)
+    screen = start("-r", "--base-url", "http://127.0.0.1:9/v1")
+    screen.expect(made["deploy"])
+    screen.send("zebra")  # matches nothing
+    screen.expect_words("(nothing matches)")
+    screen.send("\x7f" * 5 + "deploy")  # one match, archived: the list is empty again
+    screen.expect(r"#\d+:")
+    screen.send(CTRL_X)
+    screen.expect("Archived")
+    screen.expect_words("(nothing matches)")
+    screen.send(ESC)
+    screen.expect("No session chosen.")
+    screen.child.expect(pexpect.EOF)
+    shown = screen.log.getvalue()
+    assert "Unhandled exception" not in shown and "Traceback" not in shown
+
+
+def test_resume_and_rewind_in_a_fresh_repl_with_nothing_to_offer(
+    start: Any, memory_dir: Path, project: Path
+) -> None:
+    with ScriptedServer([Reply("One.")]) as server:
+        screen = start("--base-url", server.base_url)
+        screen.session()
+        screen.ready()
+        screen.say("\\resume")  # no other session: said, and the REPL goes on
+        screen.expect("No other saved session of this project to resume")
+        screen.expect(PROMPT)
+        screen.say("first")
+        screen.expect("One.")
+        screen.expect(PROMPT)
+        screen.say("\\rewind")
+        screen.expect("Rewind to before which message?")
+        screen.send("zebra")
+        screen.expect_words("(nothing matches)")
+        screen.send(ESC)
+        screen.expect("Not rewound.")
+        screen.expect(PROMPT)
+        assert screen.exit() == 0
+    shown = screen.log.getvalue()
+    assert "Traceback" not in shown and "Unhandled exception" not in shown
+
+
 def test_resume_command_switches_sessions(start: Any, memory_dir: Path, project: Path) -> None:
     made = seed_sessions(memory_dir, project)
     with ScriptedServer([Reply("Here first."), Reply("There now.")]) as server:

@@ -311,7 +311,7 @@ class Repl:
     async def command(self, text: str) -> None:
         """Run a backslash command; Ctrl-C stops waiting for it (a compaction then goes on
         in the background)."""
-        from repl.interactive.commands import run_command
+        from repl.interactive.commands import command_name, run_command
         from repl.interactive.pager import show_long
 
         reply = None
@@ -325,6 +325,10 @@ class Repl:
             self.switch_to = switch.session_id
             self._leaving = True
             return
+        except Exception as exc:  # a command's bug: one line, and the REPL goes on
+            from repl.interactive.command_context import Reply
+
+            reply = Reply(f"{command_name(text)} failed: {_one_line_of(exc)}", error=True)
         finally:
             self._command = None
         if reply is not None and reply.prefill:  # \rewind gives your message back
@@ -386,6 +390,13 @@ class Repl:
             print(self.caps.style("red", f"Error: {sanitize(result.text)}"), flush=True)
         elif result.outcome == "limit":
             print(sanitize(result.text), flush=True)
+
+
+def _one_line_of(exc: BaseException) -> str:
+    """An unexpected error as one line (the first of a group's)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}".split("\n", 1)[0]
 
 
 async def _run_session(

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from actors.core.errors import HarnessError
+from actors.core.errors import HarnessError, UsageError
 from actors.store import Store
 from repl import listing
 from repl.exchanges import exchange_lines
@@ -134,6 +134,19 @@ class SessionPicker:
         return self._picked(await self.chooser.run_async())
 
 
+def nothing_to_resume(project_root: str | None, *, other: bool = False) -> str:
+    """What is said instead of an empty picker."""
+    what = "other saved session" if other else "saved session"
+    if project_root is None:
+        return f"No {what} to resume (archived ones are not offered)."
+    return (f"No {what} of this project to resume ({listing.project_name(project_root)}; "
+            "--all: every project's; archived ones are not offered).")
+
+
 def pick(store: Store, project_root: str | None) -> Picked | None:
-    """Show the picker (no event loop running: before the REPL starts)."""
-    return SessionPicker(store, project_root).run()
+    """Show the picker (no event loop running: before the REPL starts). With nothing to
+    pick, a :class:`UsageError` says so instead (as ``--continue`` does)."""
+    picker = SessionPicker(store, project_root)
+    if not picker.chooser.first_rows():
+        raise UsageError(nothing_to_resume(project_root))
+    return picker.run()
