@@ -299,8 +299,11 @@ def open_store(settings: Settings) -> Store:
     from actors.store import open_store as open_backend
 
     store = open_backend(settings.memory_dir, settings.store_url)
-    for warning in store.import_warnings:
-        print(f"harness: {warning}", file=sys.stderr)
+    if store.import_warnings:
+        from repl.interactive.sanitize import safe_for
+
+        for warning in store.import_warnings:
+            print(safe_for(sys.stderr, f"harness: {warning}"), file=sys.stderr)
     return store
 
 
@@ -501,13 +504,14 @@ def _main(argv: Sequence[str] | None) -> int:
         settings = settings_from(args)
         if args.doctor:
             from repl import session_commands
+            from repl.files_report import doctor_snapshots
+            from repl.interactive.sanitize import through_the_boundary
 
             startup.resume()
-            checked = session_commands.doctor(settings.memory_dir, repair=args.repair,
-                                              store_url=settings.store_url)
-            from repl.files_report import doctor_snapshots
-
-            return max(checked, doctor_snapshots(settings, repair=args.repair))
+            with through_the_boundary():
+                checked = session_commands.doctor(settings.memory_dir, repair=args.repair,
+                                                  store_url=settings.store_url)
+                return max(checked, doctor_snapshots(settings, repair=args.repair))
         lazy_store = LazyStore(partial(open_store, settings))
         try:
             if not _store_after_the_prompt(args, settings):
@@ -515,9 +519,12 @@ def _main(argv: Sequence[str] | None) -> int:
                 resolve_ids(args, store)
                 if any(getattr(args, c) not in (None, False) for c in _SESSION_COMMANDS):
                     startup.resume()  # the command's own work is not the start's
-                status = run_session_command(args, store, settings)
-                if status is not None:
-                    return status
+                    from repl.interactive.sanitize import through_the_boundary
+
+                    with through_the_boundary():
+                        status = run_session_command(args, store, settings)
+                    if status is not None:
+                        return status
             from repl.run import run_agent
 
             return run_agent(args, settings, lazy_store)
@@ -528,7 +535,9 @@ def _main(argv: Sequence[str] | None) -> int:
             from repl.headless import failure
 
             failure(sys.stdout, str(exc), exc.exit_code, args.model)
-        print(f"harness: {exc}", file=sys.stderr)
+        from repl.interactive.sanitize import safe_for
+
+        print(safe_for(sys.stderr, f"harness: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

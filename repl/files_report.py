@@ -8,7 +8,6 @@ Read-only but for ``--doctor --repair``: nothing here writes the project.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -20,6 +19,7 @@ from actors.workspace import ObjectStore, open_objects
 from actors.workspace._calls import call_lines, calls_changing_files
 from actors.workspace._diff import Trees, diff, unified
 from actors.workspace._housekeeping import collect, report, size
+from repl.interactive.sanitize import json_text
 
 
 def _open(memory_dir: Path, store: Store) -> ObjectStore:
@@ -44,9 +44,7 @@ def show_files(store: Store, session_id: str, *, memory_dir: Path, with_diff: bo
                         unified(trees, c) for c in diff(trees, call.before, call.mark.root)
                         if not c.is_dir)
                 items.append(item)
-            json.dump({"session_id": session_id, "calls": items}, out, ensure_ascii=False,
-                      indent=2)
-            out.write("\n")
+            out.write(json_text({"session_id": session_id, "calls": items}, indent=2) + "\n")
         else:
             print("\n".join(call_lines(calls, objects if with_diff else None)), file=out)
     finally:
@@ -71,8 +69,7 @@ def export_with_files(store: Store, session_id: str, *, memory_dir: Path, fmt: s
             out.write(line + "\n")
     else:
         record["files_changed"] = [c.as_json() for c in calls]
-        json.dump(record, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(record, indent=2) + "\n")
     return 0
 
 
@@ -91,8 +88,7 @@ def search_path(store: Store, path: str, *, memory_dir: Path, as_json: bool,
         if item["id"] in found:
             sessions.append({**item, "calls_changing_path": found[item["id"]]})
     if as_json:
-        json.dump(sessions, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(sessions, indent=2) + "\n")
     elif not sessions:
         print(f"No session's tool calls changed {path}.", file=out)
     else:

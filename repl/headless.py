@@ -19,7 +19,9 @@ line as things happen, the same result object last. Every object has a ``type``:
                   counter after it), ``tool_calls`` (each ``id``, ``name``, ``arguments``,
                   ``ok``, ``result``), ``model``
 
-The reasoning of thinking models is never printed, as in text mode. Diagnostics still go to
+The reasoning of thinking models is never printed, as in text mode. Terminal controls in any
+string (``\u001b``, ``\u009b``, ``\u202e``) are written as JSON escapes: the same data, never
+acted on by a terminal (:func:`~repl.interactive.sanitize.json_text`). Diagnostics still go to
 stderr as in text mode; stdout holds only JSON. The exit status is text mode's (0 answered,
 1 otherwise, 2 a usage mistake before the run).
 """
@@ -44,6 +46,7 @@ from actors.core.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from repl.interactive.sanitize import json_text
 
 FORMATS = ("text", "json", "stream-json")
 
@@ -69,7 +72,7 @@ class JsonOutput:
     started: float = field(default_factory=time.monotonic)
 
     def _emit(self, payload: dict[str, Any]) -> None:
-        self.out.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        self.out.write(json_text(payload) + "\n")
         self.out.flush()
 
     def event(self, event: Event) -> None:

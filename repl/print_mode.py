@@ -35,7 +35,7 @@ from actors.runtime.supervisor import Supervisor, TurnResult
 from actors.store import Store
 from repl.headless import JsonOutput
 from repl.interactive.render import preview, readable_arguments
-from repl.interactive.sanitize import sanitize
+from repl.interactive.sanitize import safe_for
 from repl.signals import run_signals
 
 DRAIN_SECONDS = 1
@@ -63,16 +63,8 @@ async def _report(
         drained.set()
 
 
-def _is_tty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
 def _safe(text: str, stream: TextIO) -> str:
-    """``text`` as it may be written to ``stream``: sanitised for a terminal, else exact."""
-    return sanitize(text) if _is_tty(stream) else text
+    return safe_for(stream, text)
 
 
 def _show(event: Event, err: TextIO) -> None:

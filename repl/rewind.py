@@ -20,7 +20,6 @@ whether they were put back), 2 a user mistake (no such session or message, locke
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -39,6 +38,7 @@ from actors.workspace import (
     roll_forward,
 )
 from actors.workspace._rewind import record_conversation
+from repl.interactive.sanitize import json_text
 
 STATUS_WORDS = {"modified": "restored", "added": "brought back", "deleted": "removed"}
 
@@ -161,8 +161,7 @@ def _conversation(store: Store, session_id: str, to: int, dry_run: bool, as_json
         report["conversation"] = {"rewound": True, "fork_id": done.fork_id,
                                   "context_messages": len(done.messages)}
     if as_json:
-        json.dump(report, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(report, indent=2) + "\n")
         return 0
     for line in said:
         print(line, file=out)
@@ -231,8 +230,7 @@ def _show(report: dict[str, Any], plan: RewindPlan, as_json: bool, out: TextIO, 
           dry_run: bool) -> None:
     report["dry_run"] = dry_run
     if as_json:
-        json.dump(report, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(report, indent=2) + "\n")
         return
     files = report["files"]
     what = f"the files of session {plan.session_id} {plan.label}"

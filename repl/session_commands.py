@@ -10,7 +10,6 @@ Each function prints to stdout and returns the exit status; user mistakes raise
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any, TextIO
 
 from actors.core.budget import UsageTotals
 from actors.core.errors import StorageError, UsageError
-from actors.core.previews import one_line
+from actors.core.previews import clean_title, one_line
 from actors.store import (
     SessionInfo,
     Store,
@@ -32,6 +31,7 @@ from actors.store._hostile import call_id_problems, only_open_at_crash
 from actors.store._hostile import unsendable as describe_unsendable
 from repl import listing
 from repl.exchanges import exchange_lines
+from repl.interactive.sanitize import json_text
 
 INFO_RECENT = 8  # messages ``--info`` ends with
 
@@ -42,16 +42,16 @@ def list_sessions(
     include_archived: bool,
     as_json: bool,
     project_root: str | None = None,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     """``--list-sessions``: this project's sessions (every project's when ``project_root``
     is None, with a project column), most recent first; sessions nobody typed in are left
     out."""
+    out = out or sys.stdout
     sessions = store.list_sessions(include_archived=include_archived, project_root=project_root,
                                    include_empty=False)
     if as_json:
-        json.dump(sessions, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(sessions, indent=2) + "\n")
     elif not sessions:
         where = " for this project (--all lists every project's)" if project_root else ""
         print(f"No saved sessions{where}.", file=out)
@@ -69,15 +69,15 @@ def search_sessions(
     include_archived: bool,
     as_json: bool,
     project_root: str | None = None,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
+    out = out or sys.stdout
     if not query.strip():
         raise UsageError("--search needs some words to look for.")
     results = store.search_sessions(query, include_archived=include_archived,
                                     project_root=project_root)
     if as_json:
-        json.dump(results, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(results, indent=2) + "\n")
     elif not results:
         where = " in this project (--all searches every project)" if project_root else ""
         print(f"No session matches {query!r}{where}.", file=out)
@@ -142,29 +142,34 @@ def describe(
 
 
 def show_info(
-    store: Store, session_id: str, *, as_json: bool, out: TextIO = sys.stdout
+    store: Store, session_id: str, *, as_json: bool, out: TextIO | None = None
 ) -> int:
+    out = out or sys.stdout
     info = store.info(session_id)
     if as_json:
-        json.dump(info.__dict__, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(info.__dict__, indent=2) + "\n")
     else:
         recent = store.recent_messages(session_id, INFO_RECENT)
         print("\n".join(describe(info, recent)), file=out)
     return 0
 
 
-def rename(store: Store, session_id: str, title: str, out: TextIO = sys.stdout) -> int:
-    store.update(session_id, title=title.strip())
-    print(f"Renamed {session_id}: {title.strip()}", file=out)
+def rename(store: Store, session_id: str, title: str, out: TextIO | None = None) -> int:
+    cleaned = clean_title(title)
+    if not cleaned:
+        raise UsageError("The title is empty.")
+    store.update(session_id, title=cleaned)
+    print(f"Renamed {session_id}: {cleaned}", file=out or sys.stdout)
     return 0
 
 
 def fork(
-    store: Store, session_id: str, at: int | None = None, out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
+    store: Store, session_id: str, at: int | None = None, out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> int:
     """``--fork ID [--at N]``: the new id on stdout; where it was cut on stderr."""
+    out = out or sys.stdout
+    err = err or sys.stderr
     new_id = store.fork(session_id, at)
     print(new_id, file=out)
     info = store.info(new_id)
@@ -175,14 +180,16 @@ def fork(
 
 
 def set_archived(
-    store: Store, session_id: str, archived: bool, out: TextIO = sys.stdout
+    store: Store, session_id: str, archived: bool, out: TextIO | None = None
 ) -> int:
+    out = out or sys.stdout
     store.update(session_id, archived=archived)
     print(f"{'Archived' if archived else 'Unarchived'} {session_id}.", file=out)
     return 0
 
 
-def delete(store: Store, session_id: str, *, yes: bool, out: TextIO = sys.stdout) -> int:
+def delete(store: Store, session_id: str, *, yes: bool, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     if not yes:
         raise UsageError(
             f"Deleting session '{session_id}' cannot be undone; add --yes to confirm."
@@ -193,21 +200,23 @@ def delete(store: Store, session_id: str, *, yes: bool, out: TextIO = sys.stdout
 
 
 def export(
-    store: Store, session_id: str, *, fmt: str, out: TextIO = sys.stdout
+    store: Store, session_id: str, *, fmt: str, out: TextIO | None = None
 ) -> int:
+    out = out or sys.stdout
     record = export_session(store, session_id)
     if fmt == "markdown":
         out.write(to_markdown(record))
     else:
-        json.dump(record, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(record, indent=2) + "\n")
     return 0
 
 
 def import_(
-    store: Store, paths: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr
+    store: Store, paths: Sequence[str], out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     """Import files and directories; report each, status 2 if any could not be imported."""
+    out = out or sys.stdout
+    err = err or sys.stderr
     failed = 0
     for result in import_paths(store, *paths):
         if result.error:
@@ -221,13 +230,14 @@ def import_(
 
 
 def doctor(
-    memory_dir: Path, *, repair: bool, store_url: str | None = None, out: TextIO = sys.stdout
+    memory_dir: Path, *, repair: bool, store_url: str | None = None, out: TextIO | None = None
 ) -> int:
     """``--doctor [--repair]``: 0 when nothing serious is (left) wrong, else 1.
 
     A busy, locked or live store is never moved aside: a repair that must replace the file
     runs only when no other process has the store open (see actors/store/sqlite/doctor.py).
     """
+    out = out or sys.stdout
     from actors.store.sqlite import doctor as checks
 
     if store_url is not None and not is_sqlite_url(store_url):
@@ -273,10 +283,11 @@ def doctor(
     return 0 if ok else 1
 
 
-def doctor_shared(memory_dir: Path, url: str, *, repair: bool, out: TextIO = sys.stdout) -> int:
+def doctor_shared(memory_dir: Path, url: str, *, repair: bool, out: TextIO | None = None) -> int:
     """``--doctor`` with a PostgreSQL store: what can be checked from here (the connection,
     the schema, the sessions and who runs them, every saved context's tool-call ids and
     pairing); the page-level checks are the server's. 1 when a context is not sendable."""
+    out = out or sys.stdout
     if repair:
         raise UsageError(
             "--doctor --repair works on the SQLite store only; PostgreSQL checks and repairs "

@@ -4,6 +4,7 @@ tool results, approval rules and diffs, ``@path`` attachments, the keys of a tur
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -14,6 +15,7 @@ import pyte
 import pytest
 
 from actors.core.events import ToolCallFinished
+from actors.core.previews import clean_title
 from actors.store import SessionStore
 from repl.interactive.approvals import covered, parse_answer, rule_for
 from repl.interactive.attachments import ATTACH_LIMIT, attach
@@ -24,7 +26,7 @@ from repl.interactive.live import LiveRegion, rows_of, tail_rows
 from repl.interactive.markdown import MarkdownStream, render_markdown
 from repl.interactive.project_files import ProjectFiles
 from repl.interactive.results import ResultLog, summary_lines
-from repl.interactive.sanitize import sanitize
+from repl.interactive.sanitize import json_text, sanitize
 from repl.interactive.terminal import Capabilities
 from tests.clitools import REPO
 
@@ -41,6 +43,15 @@ def test_sanitize_replaces_every_control_but_newline_and_tab() -> None:
                      "csi\\x9b31m del␡ bidi\\u202eevil\\u2066 nul␀ tab\tend\n")
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", shown)
     assert sanitize("plain ünïcode ✓ 文字") == "plain ünïcode ✓ 文字"
+
+
+def test_json_escapes_the_controls_and_keeps_the_data() -> None:
+    value = {"title": "csi\x9b31m del\x7f bidi\u202e esc\x1b é 文字", "n": [1, None]}
+    text = json_text(value)
+    assert text == ('{"title": "csi\\u009b31m del\\u007f bidi\\u202e esc\\u001b é 文字", '
+                    '"n": [1, null]}')
+    assert json.loads(text) == value
+    assert clean_title(" New\x1b[2J\u202e\tname\n\x9b ") == "New [2J name"
 
 
 def test_markdown_is_rendered_with_colour_and_without() -> None:

@@ -14,9 +14,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from actors.core.carried import PINNED_HEADER, SUMMARY_HEADER, SUMMARY_OPEN
+from actors.core.controls import TERMINAL_CONTROLS
 from actors.core.messages import SHOWN, text_of
 
 PREVIEW_CHARS = 200  # what the store keeps; listings cut it shorter to fit the screen
+_CONTROLS = re.compile(f"[{TERMINAL_CONTROLS}]")
 _TAGS = re.compile(
     r"</?\s*(?:session[\s_-]*context[\s_-]*data|tool[\s_-]*result|memory[\s_-]*notes)\b[^>]*>",
     re.IGNORECASE,
@@ -72,3 +74,9 @@ def one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
     if len(flat) <= limit:
         return flat
     return flat[: max(0, limit - 1)].rstrip() + "…"
+
+
+def clean_title(text: str) -> str:
+    """A title as it is stored: one line, without terminal controls (each is a space) or the
+    data tags, whitespace folded."""
+    return one_line(_CONTROLS.sub(" ", text), 10_000)

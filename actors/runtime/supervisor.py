@@ -70,6 +70,7 @@ from actors.core.messages import (
     tool_calls_of,
     tool_result,
 )
+from actors.core.previews import clean_title
 from actors.core.prompts import read_memory_notes, system_prompt
 from actors.core.stored import StoredMessages
 from actors.core.titles import provisional_title
@@ -779,8 +780,11 @@ class Supervisor:
         return await self._running().workspace.rewind(plan)
 
     async def set_title(self, title: str) -> None:
-        """The user's title: it always wins (a title call still running cannot replace it)."""
-        title = title.strip()
+        """The user's title: it always wins (a title call still running cannot replace it).
+        Stored clean (one line, no terminal controls)."""
+        title = clean_title(title)
+        if not title:
+            raise UsageError("The title is empty.")
         self._title_source = "user"
         await self._running().writer.update(title=title)
         await self._events.send(TitleChanged(title, "user"))

@@ -273,7 +273,7 @@ class Repl:
         drawn before (then the supervisor may open at once)."""
         if first is not None:  # harness PROMPT: the first message, sent at once
             startup.resume()
-            print(f"You: {first}", flush=True)
+            print(f"You: {sanitize(first)}", flush=True)
             await self.turn(first)
         if reading is not None:
             self._may_open.set()  # its prompt is on the screen

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from actors.core.errors import HarnessError
+from actors.core.previews import clean_title
 from repl import listing
 from repl.interactive.command_context import CommandContext, ExitRequested, Reply
 from repl.interactive.command_names import COMMANDS
@@ -64,7 +65,7 @@ async def _title(ctx: CommandContext, argument: str) -> Reply:
     if not argument:
         return Reply("Usage: \\title TEXT", error=True)
     await ctx.sup.set_title(argument)
-    return Reply(f"Title set: {argument}")
+    return Reply(f"Title set: {clean_title(argument)}")
 
 
 async def _compact(ctx: CommandContext, _: str) -> Reply:

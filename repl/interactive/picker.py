@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from actors.core.errors import HarnessError, UsageError
+from actors.core.previews import clean_title
 from actors.store import Store
 from repl import listing
 from repl.exchanges import exchange_lines
@@ -101,17 +102,17 @@ class SessionPicker:
         await chooser.reload()
 
     async def _rename(self, chooser: Chooser, row: Row) -> None:
-        async def done(title: str) -> None:
-            if not title.strip():
+        async def done(typed: str) -> None:
+            title = clean_title(typed)
+            if not title:
                 chooser.say("Not renamed: the title is empty.")
                 return
             try:
-                await anyio.to_thread.run_sync(
-                    lambda: self.store.update(row.key, title=title.strip()))
+                await anyio.to_thread.run_sync(lambda: self.store.update(row.key, title=title))
             except HarnessError as exc:
                 chooser.say(str(exc))
                 return
-            chooser.say(f"Renamed {row.key}: {title.strip()}")
+            chooser.say(f"Renamed {row.key}: {title}")
             chooser.forget_preview(row.key)
             await chooser.reload()
 
