@@ -127,6 +127,25 @@ def test_streamed_answer_history_and_ctrl_d(
     assert not SessionStore(memory_dir).exists(again.session_id)  # nothing typed: not kept
 
 
+def test_ctrl_c_ends_a_history_search(
+    memory_dir: Path, project: Path, terminals: list[Terminal]
+) -> None:
+    with ScriptedServer([Reply("Answered.")]) as server:
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        term.say("first question")
+        term.expect("Answered.")
+        term.expect(PROMPT)
+        term.child.sendcontrol("r")
+        term.child.send("first")
+        term.expect("I-search backward")
+        term.child.sendcontrol("c")  # ends the search
+        term.say("\\todos")  # the next command runs (the search would have swallowed it)
+        term.expect("No to-dos.")
+        term.expect(PROMPT)
+        assert "I-search" not in term.screen_text()
+        assert term.exit() == 0
+
+
 def test_completion_of_commands_and_session_ids(
     memory_dir: Path, project: Path, terminals: list[Terminal]
 ) -> None:

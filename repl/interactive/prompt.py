@@ -6,7 +6,7 @@
 - Tab completes backslash (and slash) commands, session ids (with titles) and ``@`` paths
   (:mod:`repl.interactive.completion`).
 - Ctrl-C clears the line and arms exit (the toolbar says so); a second Ctrl-C on an empty
-  line exits, like Ctrl-D; typing disarms.
+  line exits, like Ctrl-D; typing disarms. In a history search (Ctrl-R) it ends the search.
 - The bottom toolbar shows the session, mode, context gauge, ``compacting…`` and cost, from
   the :class:`~repl.interactive.view.SessionView` the REPL keeps up to date.
 - What is printed while the prompt is shown (a notice) is written above it
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.filters import is_searching
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -157,7 +158,9 @@ class MainPrompt:
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.insert_text("\n")
 
-        @bindings.add("c-c")
+        # In a history search (Ctrl-R) Ctrl-C is prompt_toolkit's: it ends the search and
+        # gives back the line as it was before it.
+        @bindings.add("c-c", filter=~is_searching)
         def _interrupt(event: KeyPressEvent) -> None:
             buffer = event.current_buffer
             if not buffer.text and self.exit_armed:
