@@ -391,3 +391,15 @@ def test_an_older_postgresql_schema_is_migrated(pg_stores: Stores, memory_dir: P
         assert call_ids_of(store.load_context(fork)[-1]) == []
     finally:
         store.close()
+
+
+def test_opening_and_closing_leave_when_a_session_was_last_used(store: Store) -> None:
+    sid = store.create_session(messages=[SYSTEM, user("q"), answer("a")])
+    before = store.info(sid).updated_at
+    store.update(sid, status="active")  # a resume opens it
+    store.update(sid, state={"approvals": []}, status="saved")  # and closes it
+    store.ensure_summary(sid)  # the fallback summary of a session that had none
+    after = store.info(sid)
+    assert after.updated_at == before and after.summary
+    store.update(sid, title="Renamed")  # the user's doing: it counts
+    assert store.info(sid).updated_at > before

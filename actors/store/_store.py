@@ -947,9 +947,12 @@ class Store:
         state: dict[str, Any] | None = None,
         title_source: str | None = None,
         preview: str | None = None,
+        touch: bool | None = None,
     ) -> None:
         """Set the given metadata fields (None: unchanged) in one transaction. Archiving,
-        renaming and summaries count as updates (``updated_at`` moves).
+        renaming and summaries count as updates (``updated_at`` moves; ``touch`` says
+        otherwise); the status, the state, the project and the preview alone do not: opening
+        and closing a session leaves when it was last used as it was.
 
         A title is the user's unless ``title_source`` says otherwise; a summary becomes the
         listing's preview unless ``preview`` is given (previews follow the latest summary or
@@ -975,12 +978,14 @@ class Store:
         }
         with self._existing_lease(session_id), self.db.write(session_id) as conn:
             row = _rows.session_row(conn, session_id)
+            if touch is None:
+                touch = title is not None or summary is not None or archived is not None
+            if touch:
+                values["updated_at"] = timestamp()
             if values:
                 assignments = ", ".join(f"{k} = ?" for k in values)
-                conn.execute(
-                    f"UPDATE sessions SET {assignments}, updated_at = ? WHERE rid = ?",
-                    (*values.values(), timestamp(), row.rid),
-                )
+                conn.execute(f"UPDATE sessions SET {assignments} WHERE rid = ?",
+                             (*values.values(), row.rid))
             if title is not None or summary is not None:
                 self.index.set_session_text(conn, row.rid, session_text(
                     row.title if title is None else title,
@@ -1005,7 +1010,7 @@ class Store:
                         break
             summary = "\n".join(reversed(excerpts))[:FALLBACK_SUMMARY_CHARS]
             self.update(session_id, summary=summary or "Session ended without messages.",
-                        preview=info.preview)
+                        preview=info.preview, touch=False)
 
     def propose_title(self, session_id: str, title: str) -> bool:
         """Set a title the model proposed, unless the user has set one (checked in the same
