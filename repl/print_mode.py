@@ -96,6 +96,7 @@ async def run_print_mode(
               if output_format != "text" else None)
     send, receive = anyio.create_memory_object_stream[Event](256)
     result: TurnResult | None = None
+    session_id = ""
     drained = anyio.Event()
     async with run_signals() as signals:
         with signals.scope:  # SIGTERM, SIGHUP, SIGQUIT, SIGUSR1: stop; the shutdown saves
@@ -103,6 +104,7 @@ async def run_print_mode(
                 settings, store, events=send, resume=resume, continue_latest=continue_latest
             ) as sup, anyio.create_task_group() as tg:
                 signals.on_interrupt = sup.abort  # SIGINT aborts the turn (else stops)
+                session_id = sup.session_id
                 tg.start_soon(_report, receive, err, settings.mode.value, drained, output)
                 try:
                     result = await sup.run_turn(prompt)
@@ -123,6 +125,10 @@ async def run_print_mode(
             return 0
         label = "Interrupted" if result.outcome == "interrupted" else "Turn failed"
         print(_safe(f"harness: {label}: {result.text}", err), file=err, flush=True)
+        if session_id and resume is None and not continue_latest \
+                and not await anyio.to_thread.run_sync(store.exists, session_id):
+            print(f"harness: nothing was answered, so session {session_id} was not kept.",
+                  file=err, flush=True)
     except OSError:  # the terminal is gone (SIGHUP): the session is saved all the same
         pass
     return 1

@@ -453,6 +453,37 @@ def test_continue_shows_where_you_left_off(start: Any, memory_dir: Path, project
     assert screen.exit() == 0
 
 
+def test_opening_a_session_leaves_when_it_was_last_used(
+    start: Any, memory_dir: Path, project: Path
+) -> None:
+    made = seed_sessions(memory_dir, project)
+    before = info_of(memory_dir, made["parser"]).updated_at
+    screen = start("-r", made["parser"], "--base-url", "http://127.0.0.1:9/v1")
+    assert screen.session() == made["parser"]
+    screen.ready()
+    assert screen.exit() == 0
+    assert info_of(memory_dir, made["parser"]).updated_at == before
+    again = start("-c", "--base-url", "http://127.0.0.1:9/v1")  # still the latest worked in
+    assert again.session() == made["deploy"]
+    again.ready()
+    assert again.exit() == 0
+
+
+def test_a_new_session_whose_message_got_no_answer_is_not_kept(
+    start: Any, memory_dir: Path, project: Path
+) -> None:
+    screen = start("--base-url", "http://127.0.0.1:9/v1", "--llm-timeout", "5")
+    sid = screen.session()
+    screen.ready()
+    screen.say("hello")
+    screen.expect("Error: Cannot reach the model endpoint")
+    screen.expect(PROMPT)
+    assert screen.exit() == 0
+    assert f"Nothing was answered, so session {sid} was not kept" in screen.log.getvalue()
+    with SessionStore(memory_dir) as store:
+        assert not store.exists(sid)
+
+
 def info_of(memory_dir: Path, session_id: str) -> SessionInfo:
     with SessionStore(memory_dir) as store:
         return store.info(session_id)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -64,13 +64,16 @@ from actors.core.events import (
 from actors.core.ids import new_session_id
 from actors.core.mailbox import ask
 from actors.core.messages import (
+    NO_ANSWER_NOTICE,
     NOT_STARTED_NOTICE,
+    PINNED_PREFIX,
     SHOWN,
+    Message,
     open_calls_at_end,
     tool_calls_of,
     tool_result,
 )
-from actors.core.previews import clean_title
+from actors.core.previews import clean_title, own_user_text
 from actors.core.prompts import read_memory_notes, system_prompt
 from actors.core.stored import StoredMessages
 from actors.core.titles import provisional_title
@@ -129,6 +132,24 @@ def latest_session_of(store: Store, project_root: str) -> str:
     for item in store.list_sessions(project_root=project_root, include_empty=False, limit=1):
         return str(item["id"])
     raise UsageError(f"No saved session for this project ({project_root}) to continue.")
+
+
+def _unanswered(messages: Sequence[Message]) -> bool:
+    """Whether the context ends with a message the user typed that got no answer (its
+    request failed, or was interrupted before any text came)."""
+    if not messages:
+        return False
+    if isinstance(messages, StoredMessages) and messages.role(len(messages) - 1) != "user":
+        return False  # read from the stored text: nothing parsed
+    last = messages[-1]
+    text = own_user_text(last)
+    return text is not None and not str(last.get("content") or "").startswith(PINNED_PREFIX)
+
+
+def _answered(messages: Sequence[Message]) -> bool:
+    """Whether the model answered anything in ``messages`` (a tool call counts)."""
+    return any(m.get("role") == "assistant" and m.get("content") != NO_ANSWER_NOTICE
+               for m in messages)
 
 
 @dataclass
@@ -285,10 +306,13 @@ class Supervisor:
 
     def _finish(self, status: str) -> None:
         """Shutdown writes (the actors are gone): recover, fallback summary, usage, status.
-        A session this run created in which nothing was typed is removed instead."""
+        A session this run created in which nothing was typed, or nothing was answered (a
+        first message whose request failed), is removed instead: it is no work to go back
+        to, and ``--continue`` would pick it."""
         if self._created:
             with contextlib.suppress(HarnessError):
-                if self._store.info(self.session_id).user_messages == 0:
+                if (self._store.info(self.session_id).user_messages == 0
+                        or not _answered(self._context.messages)):
                     self._store.delete(self.session_id)
                     return
         with contextlib.suppress(HarnessError):
@@ -452,6 +476,8 @@ class Supervisor:
         message = {"role": "user", "content": text}
         if shown is not None and shown != text:
             message[SHOWN] = shown
+        if _unanswered(context.messages):  # the last message failed: say so in its place
+            context.messages.append({"role": "assistant", "content": NO_ANSWER_NOTICE})
         context.messages.append(message)
         self._typed = (text, shown or text)  # saved with the first request (_ask_model)
         try:
@@ -901,6 +927,6 @@ class Supervisor:
         """Keep ``text`` verbatim in the context across compactions (and tell the model now)."""
         self._context.pinned.append(text.strip())
         self._context.messages.append(
-            {"role": "user", "content": f"[pinned instruction] {text.strip()}"}
+            {"role": "user", "content": PINNED_PREFIX + text.strip()}
         )
         await self._checkpoint()

@@ -113,6 +113,7 @@ class Repl:
         self._draft = ""  # text typed during the last turn, for the next prompt
         self._preloading = False  # rich is imported in a thread when the first turn starts
         self.switch_to: str | None = None  # \resume chose another session
+        self.typed = False  # a message was sent in this session
         self._yes_no: PromptSession[str] | None = None  # made at the first question
 
     @property
@@ -354,6 +355,7 @@ class Repl:
         read; what was typed meanwhile goes to the next prompt."""
         from repl.interactive.keys import TurnKeys
 
+        self.typed = True
         sup = await self._supervisor()
         sent, shown = text, None
         if "@" in text:
@@ -407,8 +409,9 @@ async def _run_session(
     continue_latest: bool,
     first: str | None,
     new: FirstPrompt | None,
-) -> tuple[str | None, str | None]:
-    """One session in the REPL: (its id, the session ``\\resume`` chose to go on with)."""
+) -> tuple[str | None, str | None, bool]:
+    """One session in the REPL: (its id, the session ``\\resume`` chose to go on with,
+    whether a message was sent)."""
     send, receive = anyio.create_memory_object_stream[Event | _Barrier](1000)
     if resume is None and not continue_latest:
         return await _run_new_session(settings, lazy_store, signals, send, receive, first, new)
@@ -425,7 +428,7 @@ async def _run_session(
             session_id = repl.view.session_id
             await repl.loop(first)
             tg.cancel_scope.cancel()
-    return session_id, repl.switch_to
+    return session_id, repl.switch_to, repl.typed
 
 
 async def _run_new_session(
@@ -436,7 +439,7 @@ async def _run_new_session(
     receive: MemoryObjectReceiveStream[Event | _Barrier],
     first: str | None,
     new: FirstPrompt | None,
-) -> tuple[str | None, str | None]:
+) -> tuple[str | None, str | None, bool]:
     """A new session: greeted and prompted for at once (``new``: that was done before),
     its store and supervisor opened meanwhile (:meth:`Repl.open_new`); a failure to open
     ends the run with its error."""
@@ -464,7 +467,7 @@ async def _run_new_session(
             repl.leave()
     if repl.open_failed is not None:
         raise repl.open_failed
-    return session_id, repl.switch_to
+    return session_id, repl.switch_to, repl.typed
 
 
 async def main(
@@ -486,23 +489,27 @@ async def main(
         with signals.scope:  # SIGTERM, SIGHUP, SIGQUIT, SIGUSR1: leave; the shutdown saves
             while True:
                 session_id: str | None = None
+                typed = False
                 try:
-                    session_id, switch = await _run_session(
+                    session_id, switch, typed = await _run_session(
                         settings, lazy_store, signals, resume, continue_latest, first, new)
                 finally:
                     if session_id is not None:
-                        await _say_saved(lazy_store, session_id)
+                        await _say_saved(lazy_store, session_id, typed)
                 if switch is None:
                     break
                 resume, continue_latest, first, new = switch, False, None, None
     return 0
 
 
-async def _say_saved(lazy_store: LazyStore, session_id: str) -> None:
+async def _say_saved(lazy_store: LazyStore, session_id: str, typed: bool) -> None:
     store = lazy_store.opened  # none: the session never began (nothing was typed)
     kept = store is not None and await anyio.to_thread.run_sync(store.exists, session_id)
     with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
         if kept:
             print(f"Saved session {session_id}.", flush=True)
+        elif typed:
+            print(f"Nothing was answered, so session {session_id} was not kept (Up recalls "
+                  "what you typed).", flush=True)
         else:
             print("Nothing was typed; no session was kept.", flush=True)
