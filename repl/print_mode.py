@@ -124,11 +124,11 @@ async def run_print_mode(
                 print(_safe(result.text, out), file=out, flush=True)
             return 0
         label = "Interrupted" if result.outcome == "interrupted" else "Turn failed"
-        print(_safe(f"harness: {label}: {result.text}", err), file=err, flush=True)
+        line = f"harness: {label}: {result.text}"
         if session_id and resume is None and not continue_latest \
                 and not await anyio.to_thread.run_sync(store.exists, session_id):
-            print(f"harness: nothing was answered, so session {session_id} was not kept.",
-                  file=err, flush=True)
+            line += f" (nothing was answered, so session {session_id} was not kept)"
+        print(_safe(line, err), file=err, flush=True)
     except OSError:  # the terminal is gone (SIGHUP): the session is saved all the same
         pass
     return 1

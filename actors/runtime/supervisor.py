@@ -146,10 +146,16 @@ def _unanswered(messages: Sequence[Message]) -> bool:
     return text is not None and not str(last.get("content") or "").startswith(PINNED_PREFIX)
 
 
-def _answered(messages: Sequence[Message]) -> bool:
-    """Whether the model answered anything in ``messages`` (a tool call counts)."""
-    return any(m.get("role") == "assistant" and m.get("content") != NO_ANSWER_NOTICE
-               for m in messages)
+def _nothing_to_keep(messages: Sequence[Message]) -> bool:
+    """Whether ``messages`` hold no answer of the model (a tool call is one) and no pin:
+    nothing but messages that failed."""
+    for m in messages:
+        content = m.get("content")
+        if m.get("role") == "assistant" and content != NO_ANSWER_NOTICE:
+            return False
+        if isinstance(content, str) and content.startswith(PINNED_PREFIX):
+            return False
+    return True
 
 
 @dataclass
@@ -198,6 +204,7 @@ class Supervisor:
         self._created = False  # this run created the session (removed if nothing was typed)
         self._title_source = ""  # where the title came from (actors.core.titles)
         self._titling: Turn | None = None  # the title call in flight, if any
+        self._last_failed = False  # the last turn failed (not interrupted, not answered)
         # The user's message of the running turn until it is saved: (what the model gets,
         # what the user typed), for what follows its checkpoint (_save_step).
         self._typed: tuple[str, str] | None = None
@@ -306,13 +313,13 @@ class Supervisor:
 
     def _finish(self, status: str) -> None:
         """Shutdown writes (the actors are gone): recover, fallback summary, usage, status.
-        A session this run created in which nothing was typed, or nothing was answered (a
-        first message whose request failed), is removed instead: it is no work to go back
-        to, and ``--continue`` would pick it."""
+        A session this run created in which nothing was typed, or whose messages all failed
+        (no answer, no pin; its last turn failed: not interrupted), is removed instead: it
+        is no work to go back to, and ``--continue`` would pick it."""
         if self._created:
             with contextlib.suppress(HarnessError):
                 if (self._store.info(self.session_id).user_messages == 0
-                        or not _answered(self._context.messages)):
+                        or (self._last_failed and _nothing_to_keep(self._context.messages))):
                     self._store.delete(self.session_id)
                     return
         with contextlib.suppress(HarnessError):
@@ -467,6 +474,7 @@ class Supervisor:
             self._answer_unstarted_calls()
             await self._after_turn()
         result.usage = self._context.usage.minus(before)
+        self._last_failed = result.outcome in ("failed", "limit")
         if result.ok:
             self._start_title(shown or text, result.text)
         return result
