@@ -467,7 +467,8 @@ def _check_combinations(args: argparse.Namespace) -> None:
         ("--files/--conversation/--both", args.rewind_what and not files_view),
         ("--undo", args.undo), ("--dry-run", args.dry_run)) if on]
     if rewind_flags and not args.rewind:
-        raise UsageError(f"{', '.join(rewind_flags)} go(es) with --rewind ID.")
+        verb = "goes" if len(rewind_flags) == 1 else "go"
+        raise UsageError(f"{' and '.join(rewind_flags)} {verb} with --rewind ID.")
     if args.diff and not (args.info and args.rewind_what == "files"):
         raise UsageError("--diff goes with --info ID --files.")
     if args.initial is not None:

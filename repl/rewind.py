@@ -64,7 +64,11 @@ def rewind(
     """Run the command (see the module doc); it prints to ``out`` (stdout). ``what``:
     "files", "conversation" or "both"."""
     out = out or sys.stdout
-    session_id = store.info(session_id).id
+    info = store.info(session_id)
+    session_id = info.id
+    if to is not None and to > info.transcript_messages:
+        raise UsageError(f"Session {session_id} has no message {to} (its messages are "
+                         f"numbered 1 to {info.transcript_messages}, as --info shows).")
     with store.lease(session_id):
         objects = open_objects(memory_dir, store)
         try:

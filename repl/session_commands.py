@@ -221,7 +221,7 @@ def import_(
     for result in import_paths(store, *paths):
         if result.error:
             failed += 1
-            print(f"Skipped {result.error}", file=err)
+            print(f"harness: skipped {result.error}", file=err)
         elif result.skipped:
             print(f"Already present: {result.session_id} ({result.source})", file=out)
         else:

@@ -246,6 +246,8 @@ def test_export_json_and_markdown_then_import(
         (("-p", "x", "y"), "Give the prompt once"),
         (("--output-format", "json", "--list-sessions"), "--output-format goes with -p"),
         (("-r", "abc", "-c"), "Use either --resume or --continue"),
+        (("--import", "/nonexistent.json"), "harness: skipped /nonexistent.json: no such file"),
+        (("--to", "3"), "harness: --to goes with --rewind ID."),
     ],
 )
 def test_user_mistakes_exit_2_with_one_line(

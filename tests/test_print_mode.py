@@ -162,6 +162,7 @@ def test_kill_9_during_a_model_stream_then_resume(
                          memory_dir=memory_dir, cwd=project, env=env_for(backend))
         sent = server.requests[0]["messages"]
     assert result.returncode == 0, result.stderr
+    assert "was not closed cleanly; no tool call was left open." in result.stderr
     # the message killed unanswered says so in the assistant's place
     assert [m["role"] for m in sent[1:]] == ["user", "assistant", "user"]
     assert sent[2]["content"] == NO_ANSWER_NOTICE

@@ -134,6 +134,15 @@ def latest_session_of(store: Store, project_root: str) -> str:
     raise UsageError(f"No saved session for this project ({project_root}) to continue.")
 
 
+def _not_closed_cleanly(session_id: str, recovered: int) -> str:
+    if recovered == 0:
+        return f"Session {session_id} was not closed cleanly; no tool call was left open."
+    calls = "1 interrupted tool call was" if recovered == 1 else (
+        f"{recovered} interrupted tool calls were")
+    return (f"Session {session_id} was not closed cleanly; {calls} answered as interrupted "
+            "(nothing was run again).")
+
+
 def _unanswered(messages: Sequence[Message]) -> bool:
     """Whether the context ends with a message the user typed that got no answer (its
     request failed, or was interrupted before any text came)."""
@@ -249,11 +258,9 @@ class Supervisor:
                     if self._rewind_notice:
                         await self.notify(self._rewind_notice, "warning")
                     if opened.crashed_before or opened.recovered_calls:
-                        await self.notify(
-                            f"Session {session_id} was not closed cleanly; "
-                            f"{opened.recovered_calls} interrupted tool call(s) recovered.",
-                            "warning",
-                        )
+                        await self.notify(_not_closed_cleanly(session_id,
+                                                              opened.recovered_calls),
+                                          "warning")
                     await self._events.send(PlanningChanged(self._context.planning.render()))
                     await self._gauge()
                     for warning in await anyio.to_thread.run_sync(
