@@ -403,3 +403,13 @@ def test_opening_and_closing_leave_when_a_session_was_last_used(store: Store) ->
     assert after.updated_at == before and after.summary
     store.update(sid, title="Renamed")  # the user's doing: it counts
     assert store.info(sid).updated_at > before
+
+
+def test_a_fork_at_a_message_has_no_summary_of_what_came_after(store: Store) -> None:
+    sid = store.create_session(messages=conversation())
+    store.update(sid, summary="Answered the third question about zebras.")
+    fork = store.fork(sid, 3)
+    assert store.info(fork).summary == ""  # its own is written when it is first closed
+    assert [s["id"] for s in store.search_sessions("zebras")] == [sid]
+    whole = store.fork(sid)  # a whole copy: the same conversation, the same summary
+    assert store.info(whole).summary == store.info(sid).summary

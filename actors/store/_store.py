@@ -1182,14 +1182,13 @@ class Store:
         self.index.copy_session(conn, row.rid, new)
         sets = ["context_len = ?"]
         args: list[Any] = [len(context)]
-        if not whole:
+        if not whole:  # the parent's summary tells what came after the cut: not the fork's
             typed = _branches.user_messages(conn, new, range(cut.end_seq + 1))
             latest = latest_user_text(context)
-            sets += ["user_messages = ?", "preview = ?"]
+            sets += ["user_messages = ?", "preview = ?", "summary = ''"]
             args += [len(typed), one_line(latest) if latest else ""]
             summaries = [c["summary"] for c in _rows.compactions(conn, new)]
-            self.index.set_session_text(conn, new, session_text(row.title, row.summary,
-                                                                summaries))
+            self.index.set_session_text(conn, new, session_text(row.title, "", summaries))
         conn.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE rid = ?", (*args, new))
         self._contexts.forget(new_id)
 
