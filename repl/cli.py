@@ -214,8 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_argument("--info", metavar="ID", help="show a session's details and usage")
     commands.add_argument("--rename", nargs=2, metavar=("ID", "TITLE"), help="set a title")
     commands.add_argument("--fork", metavar="ID",
-                          help="copy a session (with --at N: up to message N); prints the "
-                          "new id")
+                          help="copy a session (with --at N: up to message N); says what it "
+                          "made (--json: the new id, parent and fork point)")
     commands.add_argument("--archive", metavar="ID", help="hide a session from listings")
     commands.add_argument("--unarchive", metavar="ID", help="bring an archived session back")
     commands.add_argument("--delete", metavar="ID", help="delete a session (needs --yes)")
@@ -239,8 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--include-archived", action="store_true",
                           help="with --list-sessions/--search: include archived sessions")
     sessions.add_argument("--json", action="store_true",
-                          help="with --list-sessions/--search/--info: print JSON (every "
-                          "field)")
+                          help="with --list-sessions/--search/--info/--fork: print JSON "
+                          "(every field)")
     sessions.add_argument("--yes", action="store_true", help="confirm --delete")
     sessions.add_argument("--repair", action="store_true",
                           help="with --doctor: rebuild the search index and copy damaged "
@@ -344,7 +344,7 @@ def run_session_command(
     if args.rename:
         return session_commands.rename(store, *args.rename)
     if args.fork:
-        return session_commands.fork(store, args.fork, args.at)
+        return session_commands.fork(store, args.fork, args.at, as_json=args.json)
     if args.archive:
         return session_commands.set_archived(store, args.archive, True)
     if args.unarchive:
@@ -447,9 +447,9 @@ def _check_combinations(args: argparse.Namespace) -> None:
         raise UsageError("--yes only confirms --delete.")
     if args.repair and not args.doctor:
         raise UsageError("--repair goes with --doctor.")
-    if args.json and command not in ("list_sessions", "search", "info", "rewind"):
-        raise UsageError("--json goes with --list-sessions, --search, --info or --rewind (for "
-                         "-p, use --output-format json).")
+    if args.json and command not in ("list_sessions", "search", "info", "fork", "rewind"):
+        raise UsageError("--json goes with --list-sessions, --search, --info, --fork or "
+                         "--rewind (for -p, use --output-format json).")
     if args.format is not None and command != "export":
         raise UsageError("--format goes with --export.")
     if args.include_archived and command not in ("list_sessions", "search"):

@@ -1,10 +1,10 @@
 """Sessions as people scan them: relative times, aligned columns, titles and clean previews.
 
 One row per session: id, when it was last updated ("3 h ago"), how many messages it holds,
-its status, the project (with ``--all``), the title and a one-line preview of the latest
-thing typed (or the summary written since). ``--list-sessions``, ``\\sessions`` and the
-resume picker all use these functions; ``--json`` prints the store's entries unchanged.
-Pure functions (the clock is a parameter).
+its status, the project (with ``--all``), the title (after ``↳ fork of ID at N`` for a
+fork) and a one-line preview of the latest thing typed (or the summary written since).
+``--list-sessions``, ``\\sessions`` and the resume picker all use these functions;
+``--json`` prints the store's entries unchanged. Pure functions (the clock is a parameter).
 """
 
 from __future__ import annotations
@@ -85,6 +85,16 @@ def lineage(item: dict[str, Any]) -> str:
     return f"fork of {parent}" + (f" at message {at}" if at else "")
 
 
+def fork_mark(item: dict[str, Any]) -> str:
+    """``↳ fork of ID at N`` (or ``↳ fork of ID``, a whole copy), "" for no fork: what marks
+    a fork in every list, before its title (which is its parent's at first)."""
+    parent = item.get("parent_id")
+    if not parent:
+        return ""
+    at = item.get("fork_point")
+    return f"↳ fork of {parent}" + (f" at {at}" if at else "")
+
+
 def _cut(text: str, width: int) -> str:
     if width <= 0:
         return ""
@@ -133,6 +143,9 @@ def table(
             rest = f"{title} · {preview if width is not None else _cut(preview, 100)}"
         else:
             rest = title
+        forked = fork_mark(item)
+        if forked:
+            rest = f"{forked} · {rest}"
         lines.append(line(cells, rest, mark is not None and item["id"] == mark))
     return lines
 

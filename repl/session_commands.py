@@ -164,18 +164,26 @@ def rename(store: Store, session_id: str, title: str, out: TextIO | None = None)
 
 
 def fork(
-    store: Store, session_id: str, at: int | None = None, out: TextIO | None = None,
-    err: TextIO | None = None,
+    store: Store, session_id: str, at: int | None = None, *, as_json: bool = False,
+    out: TextIO | None = None,
 ) -> int:
-    """``--fork ID [--at N]``: the new id on stdout; where it was cut on stderr."""
+    """``--fork ID [--at N]``: what was made (``--json``: its id, parent and fork point)."""
     out = out or sys.stdout
-    err = err or sys.stderr
     new_id = store.fork(session_id, at)
-    print(new_id, file=out)
     info = store.info(new_id)
-    if at is not None and info.fork_point != at:
-        print(f"harness: message {at} is a tool call; the fork keeps its results too, up to "
-              f"message {info.fork_point}.", file=err)
+    if as_json:
+        out.write(json_text({"id": new_id, "parent_id": session_id,
+                             "fork_point": info.fork_point}) + "\n")
+        return 0
+    if at is None:
+        made = f"Forked {session_id} into {new_id} (a whole copy)"
+    else:
+        made = (f"Forked {session_id} at message {info.fork_point} into {new_id} (its "
+                f"messages 1 to {info.fork_point})")
+        if info.fork_point != at:
+            made += (f"; message {at} is a tool call, so the fork keeps its results too, up "
+                     f"to message {info.fork_point}")
+    print(f"{made}. harness -r {new_id} resumes it.", file=out)
     return 0
 
 

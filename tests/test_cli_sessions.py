@@ -119,7 +119,7 @@ def test_previews_never_show_the_internal_wrappers(
         assert "session_context_data" not in out and "untrusted data" not in out, args
     listed = rows(ok(harness("--list-sessions", memory_dir=memory_dir)))
     assert {r[0] for r in listed} == {sid, fork}
-    assert all(r[4] == "Fix the flaky test" for r in listed)  # a fork's preview too
+    assert all(r[4].split(" · ")[-1] == "Fix the flaky test" for r in listed)  # a fork's too
 
 
 def test_search_info_rename_with_prefixes(
@@ -169,8 +169,19 @@ def test_fork_at_a_message_with_lineage_and_its_own_cost(
     sid = store.create_session(messages=messages, project_root=str(project))
     store.update(sid, state={"total_cost_usd": 0.5, "calls": 3})
     result = harness("--fork", sid[:4], "--at", "3", memory_dir=memory_dir)
-    fork = ok(result).strip()
-    assert "keeps its results too, up to message 4" in result.stderr
+    said = ok(result).strip()
+    fork = said.split()[6]
+    assert said == (f"Forked {sid} at message 4 into {fork} (its messages 1 to 4); message 3 "
+                    "is a tool call, so the fork keeps its results too, up to message 4. "
+                    f"harness -r {fork} resumes it.")
+    assert result.stderr == ""
+    for listing in (ok(harness("--list-sessions", memory_dir=memory_dir)),
+                    ok(harness("--search", "read", memory_dir=memory_dir))):
+        [row] = [line for line in listing.splitlines() if line.startswith(fork)]
+        assert f"↳ fork of {sid} at 4 · " in row  # marked in every list
+    as_json = json.loads(ok(harness("--fork", sid, "--at", "4", "--json",
+                                    memory_dir=memory_dir)))
+    assert as_json["parent_id"] == sid and as_json["fork_point"] == 4
     info = ok(harness("--info", fork, memory_dir=memory_dir))
     assert f"Forked from:  {sid} at message 4" in info
     assert "0 model calls" in info and "$0.0000" in info
@@ -186,12 +197,15 @@ def test_fork_archive_unarchive_delete(
     harness: Any, stores: Stores, memory_dir: Path, two_sessions: tuple[str, str]
 ) -> None:
     first, _ = two_sessions
-    fork = ok(harness("--fork", first, memory_dir=memory_dir)).strip()
+    said = ok(harness("--fork", first, memory_dir=memory_dir)).strip()
+    fork = said.split()[3]
+    assert said == f"Forked {first} into {fork} (a whole copy). harness -r {fork} resumes it."
     assert len(fork) == 10 and fork != first
     assert stores.open(memory_dir).info(fork).parent_id == first
     ok(harness("--archive", first, memory_dir=memory_dir))
     listed = ok(harness("--list-sessions", memory_dir=memory_dir))
-    assert first not in listed
+    assert not any(line.startswith(first) for line in listed.splitlines())
+    assert f"↳ fork of {first} · " in listed  # its fork says where it came from
     assert "saved, archived" in ok(harness("--list-sessions", "--include-archived",
                                            memory_dir=memory_dir))
     ok(harness("--unarchive", first, memory_dir=memory_dir))
@@ -237,7 +251,7 @@ def test_export_json_and_markdown_then_import(
         (("--compact-threshold", "nan"), "expected a fraction such as 0.8"),
         (("--yes",), "--yes only confirms --delete"),
         (("--search", "  "), "needs some words"),
-        (("--json",), "--json goes with --list-sessions, --search, --info or --rewind"),
+        (("--json",), "--json goes with --list-sessions, --search, --info, --fork or --rewind"),
         (("--format", "markdown"), "--format goes with --export"),
         (("--include-archived",), "--include-archived goes with --list-sessions or --search"),
         (("--all",), "--all goes with --list-sessions"),

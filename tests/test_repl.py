@@ -254,7 +254,7 @@ def test_title_info_fork_compact(
         term.say("\\info")
         term.expect(r"Compactions:  1 \(last: \d+ -> \d+ tokens")
         term.say("\\fork")
-        term.expect(r"Fork created: (\w+) \(resume it separately\)")
+        term.expect(r"Forked \w+ into (\w+) \(a whole copy\); \\resume \w+ goes there")
         fork_id = term.child.match.group(1)
         term.expect(PROMPT)
         assert term.exit() == 0

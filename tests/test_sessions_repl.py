@@ -274,6 +274,23 @@ def test_resume_and_rewind_in_a_fresh_repl_with_nothing_to_offer(
     assert "Traceback" not in shown and "Unhandled exception" not in shown
 
 
+def test_forks_are_marked_in_the_picker_and_in_sessions(
+    start: Any, memory_dir: Path, project: Path
+) -> None:
+    made = seed_sessions(memory_dir, project)
+    with SessionStore(memory_dir) as store:
+        fork = store.fork(made["parser"], 2)
+    screen = start("-r", "--base-url", "http://127.0.0.1:9/v1")
+    screen.expect_words(f"↳ fork of {made['parser']} at 2 · Look at the parser code")
+    screen.send(ENTER)  # the newest: the fork
+    assert screen.session() == fork
+    screen.ready()
+    screen.say("\\sessions")
+    screen.expect(re.escape(f"* {fork}") + r".*↳ fork of " + made["parser"] + " at 2 · ")
+    screen.expect(PROMPT)
+    assert screen.exit() == 0
+
+
 def test_resume_command_switches_sessions(start: Any, memory_dir: Path, project: Path) -> None:
     made = seed_sessions(memory_dir, project)
     with ScriptedServer([Reply("Here first."), Reply("There now.")]) as server:

@@ -85,7 +85,9 @@ async def _fork(ctx: CommandContext, argument: str) -> Reply:
         new_id = await anyio.to_thread.run_sync(ctx.store.fork, argument)
     else:
         new_id = await ctx.sup.fork()
-    return Reply(f"Fork created: {new_id} (resume it separately)")
+    source = argument or ctx.view.session_id
+    return Reply(f"Forked {source} into {new_id} (a whole copy); \\resume {new_id} goes there, "
+                 "you stay here.")
 
 
 async def _pin(ctx: CommandContext, argument: str) -> Reply:
