@@ -52,7 +52,7 @@ from actors.core.messages import (
     to_plain,
     tool_result,
 )
-from actors.core.previews import latest_user_text, one_line, own_user_text
+from actors.core.previews import latest_user_text, one_line, own_user_text, typed_with_labels
 from actors.core.stored import StoredMessages
 from actors.core.titles import SOURCES, provisional_title
 from actors.store import (
@@ -1005,7 +1005,8 @@ class Store:
                 if message.get("role") in {"user", "assistant"} and message.get("content") and (
                     message["role"] == "assistant" or own_user_text(message) is not None
                 ):
-                    excerpts.append(f"{message['role']}: {text_of(message)}")
+                    typed = typed_with_labels(message)  # never the files it sent
+                    excerpts.append(f"{message['role']}: {typed or text_of(message)}")
                     if len(excerpts) == FALLBACK_SUMMARY_EXCERPTS:
                         break
             summary = "\n".join(reversed(excerpts))[:FALLBACK_SUMMARY_CHARS]
