@@ -122,6 +122,38 @@ def test_previews_never_show_the_internal_wrappers(
     assert all(r[4].split(" · ")[-1] == "Fix the flaky test" for r in listed)  # a fork's too
 
 
+ATTACHED = [
+    {"role": "system", "content": "You are a coding agent: the whole long system prompt."},
+    {"role": "user", "content": 'look at @a.py please\n\n<attached_file path="a.py">\n'
+     "SECRET_FILE_BODY\n</attached_file>", "shown": "look at @a.py please"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}]},
+    {"role": "tool", "tool_call_id": "c1",
+     "content": '<tool_result name="read_file">\n     1\tprint(1)\n     2\tmore\n</tool_result>'},
+    {"role": "assistant", "content": "It prints 1."},
+]
+
+
+def test_human_views_show_attachments_and_results_as_labels(
+    harness: Any, stores: Stores, memory_dir: Path, project: Path
+) -> None:
+    store = stores.open(memory_dir)
+    sid = store.create_session(messages=ATTACHED, project_root=str(project))
+    store.ensure_summary(sid)
+    info = ok(harness("--info", sid, memory_dir=memory_dir))
+    markdown = ok(harness("--export", sid, "--format", "markdown", memory_dir=memory_dir))
+    for shown in (info, markdown):
+        assert "look at @a.py please [attached: a.py]" in shown
+        assert "1 print(1) (+1 line)" in shown
+        for hidden in ("<attached_file", "SECRET_FILE_BODY", "<tool_result", "</tool_result>",
+                       "whole long system prompt"):
+            assert hidden not in shown, (hidden, shown)
+    assert "**[1] system prompt**" in markdown
+    exported = json.loads(ok(harness("--export", sid, memory_dir=memory_dir)))
+    assert exported["transcript"] == ATTACHED  # the JSON export keeps everything
+
+
 def test_search_info_rename_with_prefixes(
     harness: Any, memory_dir: Path, two_sessions: tuple[str, str]
 ) -> None:

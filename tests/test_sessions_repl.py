@@ -291,6 +291,39 @@ def test_forks_are_marked_in_the_picker_and_in_sessions(
     assert screen.exit() == 0
 
 
+def test_the_picker_the_replay_and_info_show_attachments_and_results_as_labels(
+    start: Any, memory_dir: Path, project: Path
+) -> None:
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}
+    with SessionStore(memory_dir) as store:
+        sid = store.create_session(messages=[
+            {"role": "system", "content": "The whole long system prompt."},
+            {"role": "user", "content": 'look at @a.py please\n\n<attached_file path="a.py">'
+             "\nSECRET_FILE_BODY\n</attached_file>", "shown": "look at @a.py please"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content":
+             '<tool_result name="read_file">\n     1\tprint(1)\n     2\tmore\n</tool_result>'},
+            {"role": "assistant", "content": "It prints 1."},
+        ], project_root=str(project))
+    screen = start("-r", "--base-url", "http://127.0.0.1:9/v1")
+    screen.expect_words("You: look at @a.py please [attached: a.py]")  # the preview
+    screen.send(ENTER)
+    assert screen.session() == sid
+    screen.expect("Where you left off:")
+    screen.expect(re.escape("You: look at @a.py please [attached: a.py]"))
+    screen.expect(re.escape("→ 1 print(1) (+1 line)"))
+    screen.ready()
+    screen.say("\\info")
+    screen.expect(re.escape("You: look at @a.py please [attached: a.py]"))
+    screen.expect(r"Context:\s+~")
+    screen.expect(PROMPT)
+    assert screen.exit() == 0
+    shown = screen.log.getvalue()
+    for hidden in ("SECRET_FILE_BODY", "attached_file", "tool_result", "long system prompt"):
+        assert hidden not in shown, hidden
+
+
 def test_resume_command_switches_sessions(start: Any, memory_dir: Path, project: Path) -> None:
     made = seed_sessions(memory_dir, project)
     with ScriptedServer([Reply("Here first."), Reply("There now.")]) as server:

@@ -24,6 +24,15 @@ _TAGS = re.compile(
     re.IGNORECASE,
 )
 _BOILERPLATE = (SUMMARY_HEADER.strip(), PINNED_HEADER.strip())
+_ATTACHED = re.compile(r'<attached_file path="([^"]*)"')
+_ENTITIES = (("&quot;", '"'), ("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
+
+
+def _unescape(value: str) -> str:
+    """An attribute's value as it was before ``escape_attribute``."""
+    for entity, char in _ENTITIES:
+        value = value.replace(entity, char)
+    return value
 
 
 def is_carried(message: Mapping[str, Any]) -> bool:
@@ -43,6 +52,36 @@ def own_user_text(message: Mapping[str, Any]) -> str | None:
         return None
     shown = message.get(SHOWN)
     return shown if isinstance(shown, str) else text_of(message)
+
+
+def attached_paths(message: Mapping[str, Any]) -> list[str]:
+    """The paths of the files (or directories) attached with ``@path`` to a user message."""
+    content = message.get("content")
+    if message.get("role") != "user" or not isinstance(content, str) or (
+            "<attached_file" not in content):
+        return []
+    return [_unescape(path) for path in _ATTACHED.findall(content)]
+
+
+def typed_with_labels(message: Mapping[str, Any]) -> str | None:
+    """What the user typed, with ``[attached: a.py]`` for the files sent with it (never
+    their content or tags); None for any other message."""
+    text = own_user_text(message)
+    if text is None:
+        return None
+    paths = attached_paths(message)
+    return text + (f" [attached: {', '.join(paths)}]" if paths else "")
+
+
+def result_label(content: str) -> str:
+    """A tool result as a short label: its first line without the data tags, and how many
+    lines follow (``+3 lines``)."""
+    lines = [line for line in _TAGS.sub("", content).split("\n") if line.strip()]
+    if not lines:
+        return "(no output)"
+    more = len(lines) - 1
+    first = one_line(lines[0])
+    return first + (f" (+{more} line{'s' if more > 1 else ''})" if more else "")
 
 
 def latest_user_text(messages: Iterable[Mapping[str, Any]]) -> str | None:
