@@ -20,6 +20,7 @@ from actors.workspace._calls import call_lines, calls_changing_files
 from actors.workspace._diff import Trees, diff, unified
 from actors.workspace._housekeeping import collect, report, size
 from repl.interactive.sanitize import json_text
+from repl.listing import ago
 
 
 def _open(memory_dir: Path, store: Store) -> ObjectStore:
@@ -94,7 +95,7 @@ def search_path(store: Store, path: str, *, memory_dir: Path, as_json: bool,
     else:
         for item in sessions:
             calls = item["calls_changing_path"]
-            print(f"{item['id']} | {item.get('title', '')} | {item['updated_at']} | "
+            print(f"{item['id']} | {item.get('title', '')} | {ago(item['updated_at'])} | "
                   f"{calls} call{'s' if calls != 1 else ''} changed {path}", file=out)
     return 0
 

@@ -30,11 +30,14 @@ def parse_time(text: str) -> datetime | None:
 
 
 def ago(text: str, now: datetime | None = None) -> str:
-    """``just now``, ``12 min ago``, ``3 h ago``, ``yesterday``, ``5 days ago``, or the date."""
+    """``just now``, ``12 min ago``, ``3 h ago``, ``yesterday``, ``5 days ago``, or the local
+    date (``2026-11-03``) from 30 days on (or for a time to come: another machine's clock)."""
     moment = parse_time(text)
     if moment is None:
         return text
     seconds = ((now or datetime.now(UTC)) - moment).total_seconds()
+    if seconds < -60:
+        return moment.astimezone().date().isoformat()
     if seconds < 60:
         return "just now"
     if seconds < 3600:
@@ -46,7 +49,22 @@ def ago(text: str, now: datetime | None = None) -> str:
         return "yesterday"
     if days < 30:
         return f"{days} days ago"
-    return moment.date().isoformat()
+    return moment.astimezone().date().isoformat()
+
+
+def local_time(text: str) -> str:
+    """A stored timestamp in this machine's time zone, to the minute: ``2026-11-03 14:02``."""
+    moment = parse_time(text)
+    return text if moment is None else moment.astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def when(text: str, now: datetime | None = None) -> str:
+    """A timestamp for people: ``3 h ago (2026-12-01 14:02)`` while recent, the local date
+    and time after (as ``--info`` shows them)."""
+    relative, exact = ago(text, now), local_time(text)
+    if relative in (exact[:10], text):  # an old one (or not a timestamp): the date says it
+        return exact
+    return f"{relative} ({exact})"
 
 
 def project_name(root: str, home: str | None = None) -> str:

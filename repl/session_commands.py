@@ -113,8 +113,8 @@ def describe(
         f"Title:        {info.title or '(none)'}"
         + (f"  ({info.title_source})" if info.title_source in ("provisional", "model") else ""),
         f"Status:       {info.status}" + ("  (archived)" if info.archived else ""),
-        f"Created:      {info.created_at}",
-        f"Updated:      {info.updated_at} ({listing.ago(info.updated_at)})",
+        f"Created:      {listing.when(info.created_at)}",
+        f"Updated:      {listing.when(info.updated_at)}",
         f"Project:      {info.project_root or '(unknown)'}",
     ]
     if info.parent_id:
@@ -129,7 +129,8 @@ def describe(
     if info.compactions:
         last = info.compactions[-1]
         compactions += (
-            f" (last: {last['before_tokens']} -> {last['after_tokens']} tokens, {last['at']})"
+            f" (last: {last['before_tokens']} -> {last['after_tokens']} tokens, "
+            f"{listing.when(str(last['at']))})"
         )
     lines.append(compactions)
     lines.append(f"Usage:        {usage_line(info.state)}")

@@ -150,6 +150,8 @@ def test_human_views_show_attachments_and_results_as_labels(
                        "whole long system prompt"):
             assert hidden not in shown, (hidden, shown)
     assert "**[1] system prompt**" in markdown
+    assert re.search(r"Created:      just now \(\d{4}-\d\d-\d\d \d\d:\d\d\)", info)
+    assert "+00:00" not in info  # no raw timestamp
     exported = json.loads(ok(harness("--export", sid, memory_dir=memory_dir)))
     assert exported["transcript"] == ATTACHED  # the JSON export keeps everything
 
