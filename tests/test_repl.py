@@ -34,13 +34,14 @@ class Terminal:
     ``screen()`` is what a terminal shows after that output (a pyte emulator)."""
 
     def __init__(self, memory_dir: Path, cwd: Path, *args: str,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, columns: int = COLUMNS) -> None:
+        self.columns = columns
         inherited = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "PAGER")}
         env = {**inherited, "AGENT_HARNESS_MEMORY_DIR": str(memory_dir), "PYTHONPATH": str(REPO),
                "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "OPENAI_API_KEY": "test",
                "PAGER": "cat", **(env or {})}
         self.child = pexpect.spawn(sys.executable, ["-m", "repl", *args], env=env, cwd=str(cwd),
-                                   encoding="utf-8", timeout=15, dimensions=(LINES, COLUMNS))
+                                   encoding="utf-8", timeout=15, dimensions=(LINES, columns))
         self.log = io.StringIO()
         self.child.logfile_read = self.log
         self.child.expect(r"Session:\s+(\w+)")
@@ -61,7 +62,7 @@ class Terminal:
 
     def screen(self) -> list[str]:
         """The lines of the screen now (trailing spaces removed)."""
-        screen = pyte.Screen(COLUMNS, LINES)
+        screen = pyte.Screen(self.columns, LINES)
         pyte.Stream(screen).feed(self.log.getvalue())
         return [line.rstrip() for line in screen.display]
 
@@ -95,8 +96,8 @@ def open_terminals() -> Iterator[list[Terminal]]:
 
 
 def start(terminals: list[Terminal], memory_dir: Path, project: Path, *args: str,
-          env: dict[str, str] | None = None) -> Terminal:
-    terminal = Terminal(memory_dir, project, *args, env=env)
+          env: dict[str, str] | None = None, columns: int = COLUMNS) -> Terminal:
+    terminal = Terminal(memory_dir, project, *args, env=env, columns=columns)
     terminals.append(terminal)
     return terminal
 

@@ -25,9 +25,11 @@ from repl.interactive.keys import TurnKeys
 from repl.interactive.live import LiveRegion, rows_of, tail_rows
 from repl.interactive.markdown import MarkdownStream, render_markdown
 from repl.interactive.project_files import ProjectFiles
+from repl.interactive.prompt import toolbar_text
 from repl.interactive.results import ResultLog, summary_lines
 from repl.interactive.sanitize import json_text, sanitize
 from repl.interactive.terminal import Capabilities
+from repl.interactive.view import SessionView
 from tests.clitools import REPO
 
 PLAIN = Capabilities(tty=True, colour=False)
@@ -270,3 +272,13 @@ def test_rich_is_not_imported_before_the_prompt_and_preload_imports_it() -> None
                           timeout=60, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True"]
+
+
+def test_a_long_title_leaves_the_gauge_on_the_toolbar() -> None:
+    view = SessionView(session_id="k3m9", title="A very long title about caching " * 5,
+                       tokens=1234, budget=24000, cost_usd=0.25)
+    for columns in (100, 80, 60):
+        text = toolbar_text(view, "acceptEdits", columns)
+        assert len(text) <= columns and text.startswith(" A very")
+        assert "acceptEdits │ ctx 1,234/24,000 (5%) │ $0.2500 " in text
+    assert toolbar_text(SessionView(session_id="k3m9"), "default", 80).startswith(" k3m9 │ ")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import textwrap
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -39,6 +40,7 @@ from actors.core.events import ApprovalRequest, Denied, Event, SessionOpened
 from repl import startup
 from repl.interactive.command_context import CommandContext, ExitRequested, SwitchSession
 from repl.interactive.greeting import greet
+from repl.interactive.live import cells, fit
 from repl.interactive.markdown import preload
 from repl.interactive.project_files import ProjectFiles
 from repl.interactive.prompt import MainPrompt
@@ -46,13 +48,15 @@ from repl.interactive.render import Renderer
 from repl.interactive.replay import replay_lines
 from repl.interactive.results import ResultLog
 from repl.interactive.sanitize import sanitize
-from repl.interactive.terminal import Capabilities
+from repl.interactive.terminal import Capabilities, size
 from repl.lazy_store import LazyStore
 from repl.signals import Held, RunSignals, run_signals
 
 if TYPE_CHECKING:
     from actors.runtime.supervisor import Supervisor
     from repl.interactive.keys import TurnKeys
+
+QUESTION_ROOM = 12  # columns left on a question's line to type the answer
 
 # What only a turn, a question or a command uses (approvals, attachments, diffs, the keys of
 # a turn, the commands, the pager) is imported there, not before the first prompt.
@@ -160,14 +164,17 @@ class Repl:
             print(self.caps.style("dim", f"  allowed: {description} (standing approval "
                                          f"'{sanitize(rule)}')"), flush=True)
             return True
+        width = max(size().columns, 20)
         lines = await anyio.to_thread.run_sync(
-            change_lines, request.tool, request.arguments, self._files.read, self.caps)
+            partial(change_lines, request.tool, request.arguments, self._files.read,
+                    self.caps, width=width - 4))
         for line in lines:
             print("    " + line)
         offered = None if request.asks else rule_for(request.tool, request.arguments)
-        hint, keys = choices(offered)
-        print(self.caps.style("dim", "  " + sanitize(hint)), flush=True)
-        text = await self._ask(f"Allow {description}? {keys} ")
+        hints, keys = choices(offered)
+        for hint in hints:
+            print(self.caps.style("dim", _wrapped(sanitize(hint), width, "  ", "     ")))
+        text = await self._ask(self._question(description, keys, width, shown=bool(lines)))
         if text is None:
             return False
         answer = parse_answer(text, always_offered=offered is not None)
@@ -178,6 +185,18 @@ class Repl:
         if answer.reason:
             return Denied(answer.reason)
         return answer.allowed
+
+    def _question(self, description: str, keys: str, width: int, *, shown: bool) -> str:
+        """``Allow DESCRIPTION? [y/N]`` on one line of the terminal, with room to type the
+        answer: a description too long for it is cut (when nothing above showed the call
+        whole, it is printed first, wrapped at words)."""
+        question = f"Allow {description}? {keys} "
+        room = width - QUESTION_ROOM
+        if cells(question) <= room:
+            return question
+        if not shown:
+            print(_wrapped(description, width, "    ", "    "), flush=True)
+        return f"Allow {fit(description, room - cells(f'Allow ? {keys} '))}? {keys} "
 
     # -- the supervisor -------------------------------------------------------------------
 
@@ -392,6 +411,12 @@ class Repl:
             print(self.caps.style("red", f"Error: {sanitize(result.text)}"), flush=True)
         elif result.outcome == "limit":
             print(sanitize(result.text), flush=True)
+
+
+def _wrapped(text: str, width: int, first: str, rest: str) -> str:
+    """``text`` wrapped at words to ``width`` columns, its lines indented."""
+    return "\n".join(textwrap.wrap(text, max(width - 1, 20), initial_indent=first,
+                                    subsequent_indent=rest, break_on_hyphens=False)) or first
 
 
 def _one_line_of(exc: BaseException) -> str:

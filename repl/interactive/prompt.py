@@ -36,7 +36,9 @@ from prompt_toolkit.patch_stdout import StdoutProxy
 from actors.core.config import Settings
 from actors.core.errors import HarnessError
 from repl.interactive.completion import HarnessCompleter
+from repl.interactive.live import cells, fit
 from repl.interactive.sanitize import sanitize
+from repl.interactive.terminal import size
 from repl.interactive.view import SessionView
 
 if TYPE_CHECKING:
@@ -82,6 +84,20 @@ def _listed(lazy_store: LazyStore) -> list[dict[str, Any]]:
         return lazy_store.get().list_sessions(include_empty=False)
     except HarnessError:
         return []
+
+
+def toolbar_text(view: SessionView, mode: str, columns: int) -> str:
+    """The bottom toolbar: the session's title (or id), the mode, the context gauge,
+    ``compacting…`` and the cost. The title gets what the rest leaves of the line: a long
+    one never pushes the gauge off it."""
+    title = " ".join(sanitize(view.title).split())  # the model may have written it
+    rest = [mode, view.context_line()]
+    if view.compacting:
+        rest.append("compacting…")
+    rest.append(f"${view.cost_usd:.4f}")
+    room = columns - cells(" │ ".join(["", *rest])) - 3
+    name = fit(title or view.session_id, max(room, 8))
+    return " " + " │ ".join([name, *rest]) + " "
 
 
 class MainPrompt:
@@ -176,9 +192,4 @@ class MainPrompt:
         view = self.view
         if self.exit_armed:
             return FormattedText([("", " Press Ctrl-C again (or Ctrl-D) to exit ")])
-        title = " ".join(sanitize(view.title).split())  # the model may have written it
-        parts = [title or view.session_id, self._mode, view.context_line()]
-        if view.compacting:
-            parts.append("compacting…")
-        parts.append(f"${view.cost_usd:.4f}")
-        return FormattedText([("", " " + " │ ".join(parts) + " ")])
+        return FormattedText([("", toolbar_text(view, self._mode, size().columns))])
