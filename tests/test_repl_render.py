@@ -28,6 +28,7 @@ from repl.interactive.project_files import ProjectFiles
 from repl.interactive.prompt import toolbar_text
 from repl.interactive.results import ResultLog, summary_lines
 from repl.interactive.sanitize import json_text, sanitize
+from repl.interactive.status import TurnStatus
 from repl.interactive.terminal import Capabilities
 from repl.interactive.view import SessionView
 from tests.clitools import REPO
@@ -282,3 +283,12 @@ def test_a_long_title_leaves_the_gauge_on_the_toolbar() -> None:
         assert len(text) <= columns and text.startswith(" A very")
         assert "acceptEdits │ ctx 1,234/24,000 (5%) │ $0.2500 " in text
     assert toolbar_text(SessionView(session_id="k3m9"), "default", 80).startswith(" k3m9 │ ")
+
+
+def test_a_tools_time_is_counted_from_when_it_runs() -> None:
+    status = TurnStatus(started=100.0)
+    status.running("run_bash: pytest", now=101.0)  # announced; its approval then waits 30 s
+    status.running("run_bash: pytest", now=131.0)  # approved: it starts to run
+    assert " running run_bash: pytest · 2s · " in status.line(now=133.0)
+    status.waiting()  # the model again: the turn's time
+    assert " waiting for the model · 35s · " in status.line(now=135.0)

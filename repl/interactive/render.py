@@ -325,6 +325,8 @@ class Renderer:
                 answer = await self._approve(event)
             finally:
                 self._live = live
+                if self._status is not None and self._status.tool_started is not None:
+                    self._status.running(self._status.doing.removeprefix("running "))
             async with event.reply:
                 with contextlib.suppress(anyio.BrokenResourceError):  # the turn was aborted
                     await event.reply.send(answer)
