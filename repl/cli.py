@@ -168,14 +168,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="resume the most recent session of this project")
     run.add_argument("--sandbox-dir", type=Path, default=None, metavar="DIR",
                      help="project directory the tools are confined to (default: cwd)")
-    run.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.DEFAULT.value,
+    run.add_argument("--mode", choices=[m.value for m in Mode], default=None,
                      help="default: ask before edits and shell commands; acceptEdits: approve "
-                     "edits inside the sandbox; dangerouslySkipPermissions: never ask")
+                     "edits inside the sandbox; dangerouslySkipPermissions: never ask "
+                     "(default: default, or what a resumed session last used; \\mode and "
+                     "Shift-Tab change it in the REPL)")
     model = parser.add_argument_group("model endpoint")
     model.add_argument("--base-url", default=default_base_url(),
                        help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or "
                        "http://localhost:11434/v1); the key comes from $OPENAI_API_KEY")
-    model.add_argument("--model", default=DEFAULT_MODEL, help="model name (default: gemma4)")
+    model.add_argument("--model", default=None,
+                       help="model name (default: gemma4, or what a resumed session last "
+                       "used; \\model changes it in the REPL)")
     model.add_argument("--llm-timeout", type=_positive_float, default=120.0, metavar="S",
                        help="seconds for one model request, retries included (default: 120)")
     limits = parser.add_argument_group("limits")
@@ -279,8 +283,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
         store_url=args.store,
         sandbox_dir=(args.sandbox_dir or Path.cwd()).expanduser().resolve(),
         base_url=args.base_url,
-        model=args.model,
-        mode=Mode(args.mode),
+        model=args.model or DEFAULT_MODEL,
+        mode=Mode(args.mode or Mode.DEFAULT.value),
+        chosen=frozenset(name for name in ("mode", "model") if getattr(args, name)),
         llm_timeout=args.llm_timeout,
         tool_timeout=args.tool_timeout,
         max_turns=args.max_turns,
@@ -535,7 +540,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.output_format in ("json", "stream-json"):  # a script still gets its object
             from repl.headless import failure
 
-            failure(sys.stdout, str(exc), exc.exit_code, args.model)
+            failure(sys.stdout, str(exc), exc.exit_code, args.model or DEFAULT_MODEL)
         from repl.interactive.sanitize import safe_for
 
         print(safe_for(sys.stderr, f"harness: {exc}"), file=sys.stderr)

@@ -79,6 +79,7 @@ class JsonOutput:
         payload: dict[str, Any] | None = None
         if isinstance(event, SessionOpened):
             self.session_id = event.session_id
+            self.model = event.model or self.model
             payload = {"type": "session", "session_id": event.session_id,
                        "resumed": event.resumed, "model": self.model}
         elif isinstance(event, TextDelta):
@@ -102,7 +103,7 @@ class JsonOutput:
                                         "result": event.preview})
             payload = {"type": "tool_result", "id": event.call_id, "name": event.name,
                        "ok": event.ok, "result": event.preview}
-        elif isinstance(event, ApprovalRequest):
+        elif isinstance(event, ApprovalRequest) and not event.approved:
             payload = {"type": "approval_denied", "tool": event.tool,
                        "description": event.description}
         elif isinstance(event, Notice):

@@ -54,11 +54,14 @@ async def _report(
                 _show(event, err)
                 if output is not None:
                     output.event(event)
+                if isinstance(event, SessionOpened) and event.mode:
+                    mode = event.mode  # a resumed session's own
                 if isinstance(event, ApprovalRequest):
-                    print(_safe(f"[denied] {event.description} (print mode cannot ask; "
-                                f"--mode {mode} requires approval)", err), file=err)
+                    if not event.approved:  # (one the mode approved is only shown)
+                        print(_safe(f"[denied] {event.description} (print mode cannot ask; "
+                                    f"--mode {mode} requires approval)", err), file=err)
                     async with event.reply:
-                        await event.reply.send(False)
+                        await event.reply.send(event.approved)
     finally:
         drained.set()
 

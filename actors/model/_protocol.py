@@ -42,6 +42,7 @@ class ModelRequest:
     temperature: float | None = None
     max_tokens: int | None = None
     saved: anyio.Event | None = None
+    model: str | None = None  # the model to ask (None: the client's); \\model changes it
 
 
 @dataclass

@@ -137,6 +137,13 @@ class ModelClient:
         test on a virtual clock, whose deadlines would jump over the worker thread)."""
         return await self._connect()
 
+    async def close(self) -> None:
+        """Close the endpoint's clients, if they were made: the actor does at its end; a
+        client used without it (for :meth:`list_models`) is closed by its user."""
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            await connection.aclose()
+
     async def _connect(self) -> Connection:
         """The endpoint's clients (:mod:`actors.model._connection`), made on first use in a
         worker thread, as the SDK is imported. Cancellation: a connection being made in its
@@ -305,12 +312,13 @@ class ModelClient:
     def _body(self, request: ModelRequest, encoded: EncodedMessages) -> Body:
         """The request's JSON body; ``encoded`` holds its messages. What comes around them
         is encoded again only when it changed (:func:`~actors.model._body.frame`)."""
-        key = (request.tools, self.model, self._include_usage, request.temperature,
+        model = request.model or self.model
+        key = (request.tools, model, self._include_usage, request.temperature,
                request.max_tokens)
         cached = self._frame
         if cached is not None and all(map(operator.is_, cached[0], key)):
             return encoded.framed(cached[1])
-        head: dict[str, Any] = {"model": self.model}
+        head: dict[str, Any] = {"model": model}
         tail: dict[str, Any] = {"stream": True}
         if self._include_usage:
             tail["stream_options"] = {"include_usage": True}

@@ -40,7 +40,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.core.budget import CHARS_PER_TOKEN, UsageTotals
 from actors.core.compaction import CompactionPlan, CompactResult, NoCompaction, split_point
-from actors.core.config import Settings
+from actors.core.config import Mode, Settings
 from actors.core.errors import (
     ActorGone,
     HarnessError,
@@ -59,6 +59,7 @@ from actors.core.events import (
     Notice,
     PlanningChanged,
     SessionOpened,
+    SettingsChanged,
     TitleChanged,
 )
 from actors.core.ids import new_session_id
@@ -132,6 +133,25 @@ def latest_session_of(store: Store, project_root: str) -> str:
     for item in store.list_sessions(project_root=project_root, include_empty=False, limit=1):
         return str(item["id"])
     raise UsageError(f"No saved session for this project ({project_root}) to continue.")
+
+
+def _restored_choices(settings: Settings, mode: str, model: str
+                      ) -> tuple[Mode, str, str | None]:
+    """The mode and the model a resumed session runs with: what it saved, unless the
+    command line chose (``--mode``, ``--model``); dangerouslySkipPermissions is never taken
+    back silently (the notice says how). The notice, if any."""
+    chosen_model = model if model and "model" not in settings.chosen else settings.model
+    if not mode or "mode" in settings.chosen or mode == settings.mode.value:
+        return settings.mode, chosen_model, None
+    try:
+        saved = Mode(mode)
+    except ValueError:
+        return settings.mode, chosen_model, None
+    if saved is Mode.SKIP_PERMISSIONS:
+        return settings.mode, chosen_model, (
+            f"This session last ran in {saved.value}; it runs in {settings.mode.value} now "
+            f"(\\mode {saved.value} to go back, or --mode on the command line).")
+    return saved, chosen_model, None
 
 
 def _not_closed_cleanly(session_id: str, recovered: int) -> str:
@@ -214,6 +234,11 @@ class Supervisor:
         self._title_source = ""  # where the title came from (actors.core.titles)
         self._titling: Turn | None = None  # the title call in flight, if any
         self._last_failed = False  # the last turn failed (not interrupted, not answered)
+        # The permission mode and the model in force: the run's settings, or what a resumed
+        # session saved (\\mode, \\model change them; saved in the context's state).
+        self._mode = settings.mode
+        self._model = settings.model
+        self._choice_notice: str | None = None  # a saved choice that was not restored
         # The user's message of the running turn until it is saved: (what the model gets,
         # what the user typed), for what follows its checkpoint (_save_step).
         self._typed: tuple[str, str] | None = None
@@ -257,6 +282,8 @@ class Supervisor:
                     await self._events.send(opened)
                     if self._rewind_notice:
                         await self.notify(self._rewind_notice, "warning")
+                    if self._choice_notice:
+                        await self.notify(self._choice_notice, "warning")
                     if opened.crashed_before or opened.recovered_calls:
                         await self.notify(_not_closed_cleanly(session_id,
                                                               opened.recovered_calls),
@@ -288,9 +315,11 @@ class Supervisor:
         )
         self._created = True
         self._context.messages = messages
+        self._context.mode, self._context.model = self._mode.value, self._model
         self._store.checkpoint(self.session_id, messages, state=self._context.state())
         self._context.saved_len = len(messages)
-        return SessionOpened(self.session_id, "", resumed=False, context_messages=len(messages))
+        return SessionOpened(self.session_id, "", resumed=False, context_messages=len(messages),
+                             mode=self._mode.value, model=self._model)
 
     def _resume(self, project_root: str) -> SessionOpened:
         info = self._store.info(self.session_id)
@@ -307,6 +336,9 @@ class Supervisor:
         recovered = self._store.info(self.session_id).transcript_messages - before
         self._context = WorkingContext.restored(messages, info.state,
                                                 overhead=TOOL_SCHEMA_TOKENS)
+        self._mode, self._model, self._choice_notice = _restored_choices(
+            self._settings, self._context.mode, self._context.model)
+        self._context.mode, self._context.model = self._mode.value, self._model
         self._title_source = info.title_source
         self._store.update(self.session_id, status="active")
         recent = self._store.recent_messages(self.session_id, REPLAY_MESSAGES)
@@ -316,6 +348,7 @@ class Supervisor:
             crashed_before=info.status == "active",  # we hold the lease: its holder died
             saved_approvals=tuple(str(r) for r in info.state.get("approvals", [])),
             recent=tuple(recent), parent_id=info.parent_id, fork_point=info.fork_point,
+            mode=self._mode.value, model=self._model,
         )
 
     def _finish(self, status: str) -> None:
@@ -348,12 +381,12 @@ class Supervisor:
         files_send, files_receive = anyio.create_memory_object_stream[Request](32)
         workspace = WorkspaceClient(files_send)
         model = ModelClient(base_url=settings.base_url, api_key=settings.api_key,
-                            model=settings.model, timeout=settings.llm_timeout,
+                            model=self._model, timeout=settings.llm_timeout,
                             events=self._events, preflight=settings.preflight,
                             context_budget=settings.max_context_tokens,
                             retry=RetryPolicy(first_backoff=settings.retry_backoff))
         executor = ToolExecutor(
-            mode=settings.mode, timeout=settings.tool_timeout,
+            mode=self._mode, timeout=settings.tool_timeout,
             max_output_bytes=settings.max_output_bytes, sandbox=settings.sandbox_dir,
             memory_dir=settings.memory_dir, store=self._store,
             writer=CheckpointClient(writer_send.clone(), self.session_id),
@@ -546,7 +579,7 @@ class Supervisor:
             # A batch of reads is run at once and its answer saved with its results, in one
             # commit, with the next request; any other batch's answer is saved first, with
             # its calls recorded as planned (see tool_executor.without_effects).
-            answer_saved = not without_effects(calls, self._settings.mode)
+            answer_saved = not without_effects(calls, self._mode)
             if answer_saved:
                 await self._checkpoint(planned_calls=True)
             batch = await self._run_tools(turn, calls, answer_saved=answer_saved)
@@ -601,7 +634,8 @@ class Supervisor:
         def request(saved: anyio.Event | None
                     ) -> Callable[[MemoryObjectSendStream[Any]], ModelRequest]:
             return lambda reply: ModelRequest(messages, reply, tools=tools, turn=turn,
-                                              events=self._events, saved=saved)
+                                              events=self._events, saved=saved,
+                                              model=self._model)
 
         if self._context.saved_len == len(context):
             outcome: ModelOutcome = await ask(inbox, request(None), "model client")
@@ -639,7 +673,7 @@ class Supervisor:
         failure: HarnessError | None = None
         try:
             batch = await ask(inbox, lambda reply: ToolBatch(calls, turn, allowed, reply,
-                                                             answer_saved),
+                                                             answer_saved, self._mode),
                               "tool executor")
         finally:
             # Interruption recovery, shielded: no call stays without a result.
@@ -747,7 +781,8 @@ class Supervisor:
         try:
             await pending.announced.wait()
             plan: CompactAnswer = await ask(
-                inbox, lambda reply: CompactRequest(snapshot, pending.job, reply), "compactor"
+                inbox, lambda reply: CompactRequest(snapshot, pending.job, reply, self._model),
+                "compactor",
             )
             result = await self._apply(plan)
         except ActorGone:
@@ -858,7 +893,7 @@ class Supervisor:
         """Ask, count the cost (the supervisor owns usage), set the title unless the user set
         one, tell the front end."""
         try:
-            title, usage = await ask_for_title(inbox, user_text, answer_text, job)
+            title, usage = await ask_for_title(inbox, user_text, answer_text, job, self._model)
             if usage is not None:
                 self._context.usage.add(usage, self._settings.price_in, self._settings.price_out)
             state = self._context.state()
@@ -937,6 +972,40 @@ class Supervisor:
             context.approvals = list(dict.fromkeys(rules))
             await self._running().writer.update(state=context.state())
         await self._events.send(ApprovalsChanged(tuple(context.approvals)))
+
+    async def set_mode(self, mode: Mode) -> None:
+        """``\\mode``: the permission mode from the next tool call on, saved with the
+        session (a resume keeps it, but for dangerouslySkipPermissions). Not during a
+        turn's batch: the executor takes it with the next batch."""
+        await self._set_choices(mode, self._model)
+
+    async def set_model(self, model: str) -> None:
+        """``\\model``: the model asked from the next request on (the conversation's, its
+        compactions' and its title's), saved with the session."""
+        if not model.strip():
+            raise UsageError("Which model? \\model NAME (\\model lists them).")
+        await self._set_choices(self._mode, model.strip())
+
+    async def _set_choices(self, mode: Mode, model: str) -> None:
+        context = self._context
+        async with self._context_lock:
+            self._mode, self._model = mode, model
+            context.mode, context.model = mode.value, model
+            await self._running().writer.update(state=context.state())
+        await self._events.send(SettingsChanged(mode.value, model))
+
+    async def models(self) -> list[str]:
+        """The models the endpoint lists (empty when it lists none or cannot be reached,
+        within a few seconds), asked by a client of its own (the model client actor is
+        never touched from outside). Cancellation closes that client."""
+        settings = self._settings
+        client = ModelClient(base_url=settings.base_url, api_key=settings.api_key,
+                             model=self._model, timeout=settings.llm_timeout)
+        try:
+            return await client.list_models()
+        finally:
+            with anyio.move_on_after(SHUTDOWN_SECONDS, shield=True):
+                await client.close()
 
     async def pin(self, text: str) -> None:
         """Keep ``text`` verbatim in the context across compactions (and tell the model now)."""

@@ -57,6 +57,8 @@ if TYPE_CHECKING:
     from repl.interactive.keys import TurnKeys
 
 QUESTION_ROOM = 12  # columns left on a question's line to type the answer
+APPROVED_DIFF_LINES = 12  # of an edit the mode approved: the rest is counted
+MODELS_WAIT = 5.0  # seconds completion waits for the endpoint's list of models
 
 # What only a turn, a question or a command uses (approvals, attachments, diffs, the keys of
 # a turn, the commands, the pager) is imported there, not before the first prompt.
@@ -118,6 +120,10 @@ class Repl:
         self._preloading = False  # rich is imported in a thread when the first turn starts
         self.switch_to: str | None = None  # \resume chose another session
         self.typed = False  # a message was sent in this session
+        self._models: list[str] | None = None  # the endpoint's, once asked
+        self._loop = asyncio.get_running_loop()
+        self.prompt.on_shift_tab = self._next_mode
+        self.prompt.completer.models = self._models_from_thread
         self._yes_no: PromptSession[str] | None = None  # made at the first question
 
     @property
@@ -157,6 +163,8 @@ class Repl:
         from repl.interactive.approvals import choices, covered, parse_answer, rule_for
         from repl.interactive.diff import change_lines
 
+        if request.approved:  # by the mode: shown, not asked
+            return await self._show_approved(request)
         rule = None if request.asks else covered(self.view.approvals, request.tool,
                                                  request.arguments)
         description = sanitize(request.description)
@@ -185,6 +193,21 @@ class Repl:
         if answer.reason:
             return Denied(answer.reason)
         return answer.allowed
+
+    async def _show_approved(self, request: ApprovalRequest) -> bool:
+        """An edit the mode approved (acceptEdits): its diff, collapsed after
+        :data:`APPROVED_DIFF_LINES` lines, before it runs; never a question."""
+        from repl.interactive.diff import change_lines
+
+        lines = await anyio.to_thread.run_sync(partial(
+            change_lines, request.tool, request.arguments, self._files.read, self.caps,
+            width=max(size().columns, 20) - 4, max_lines=APPROVED_DIFF_LINES))
+        for line in lines:
+            print("    " + line)
+        mode = self.view.mode or self.settings.mode.value
+        print(self.caps.style("dim", f"  (approved by {mode}; \\mode changes it)"),
+              flush=True)
+        return True
 
     def _question(self, description: str, keys: str, width: int, *, shown: bool) -> str:
         """``Allow DESCRIPTION? [y/N]`` on one line of the terminal, with room to type the
@@ -270,7 +293,7 @@ class Repl:
             rules = ", ".join(sanitize(r) for r in opened.saved_approvals)
             more.append(f"Standing approvals of the last run are off ({rules}); "
                         "\\approvals keep turns them back on.")
-        greet(self.settings, session_id, more)
+        greet(self.settings, session_id, more, model=opened.model, mode=opened.mode)
 
     async def drain(self) -> None:
         """Wait until every event sent so far was shown."""
@@ -366,8 +389,51 @@ class Repl:
             self._commands = CommandContext(await self._supervisor(), self._lazy_store.get(),
                                             self.view, self._results,
                                             lambda: self.renderer.last_reasoning,
-                                            project_root=str(self.settings.sandbox_dir))
+                                            project_root=str(self.settings.sandbox_dir),
+                                            models=partial(self._endpoint_models, again=True),
+                                            endpoint=self.settings.base_url)
         return self._commands
+
+    # -- mode and model -------------------------------------------------------------------
+
+    async def _endpoint_models(self, again: bool = False) -> list[str]:
+        """The models the endpoint lists, asked once (``again``: asked again) and kept."""
+        if self._models is None or again:
+            self._models = await (await self._supervisor()).models()
+        return self._models
+
+    def _models_from_thread(self) -> list[str]:
+        """The endpoint's models for completion, which runs in a thread of its own: asked
+        on the REPL's loop the first time, at most :data:`MODELS_WAIT` seconds."""
+        if self._models is not None:
+            return self._models
+        asked = asyncio.run_coroutine_threadsafe(self._endpoint_models(), self._loop)
+        try:
+            return asked.result(MODELS_WAIT)
+        except Exception:  # slow, or the session is gone: nothing to complete this time
+            asked.cancel()
+            return []
+
+    async def _next_mode(self) -> None:
+        """Shift-Tab: default, acceptEdits (and dangerouslySkipPermissions when the run was
+        started in it), in turn; said above the prompt (and in the toolbar)."""
+        from actors.core.config import Mode
+
+        cycle = [Mode.DEFAULT, Mode.ACCEPT_EDITS]
+        if self.settings.mode is Mode.SKIP_PERMISSIONS:
+            cycle.append(Mode.SKIP_PERMISSIONS)
+        current = self.view.mode or self.settings.mode.value
+        values = [m.value for m in cycle]
+        after = cycle[(values.index(current) + 1) % len(cycle)] if current in values \
+            else cycle[0]
+        try:
+            await (await self._supervisor()).set_mode(after)
+        except HarnessError as exc:
+            print(f"Mode not changed: {sanitize(str(exc))}", flush=True)
+            return
+        self.view.mode = after.value  # (before its event is shown: a quick second press)
+        print(self.caps.style("dim", f"Mode: {after.value} (Shift-Tab: the next one)"),
+              flush=True)
 
     async def turn(self, text: str) -> None:
         """One message: ``@path`` attached, the turn run with the status line and the keys

@@ -41,10 +41,11 @@ def _current(read: Reader, path: str) -> tuple[str | None, str]:
 
 
 def change_lines(tool: str, args: dict[str, Any], read: Reader, caps: Capabilities, *,
-                 width: int | None = None) -> list[str]:
+                 width: int | None = None, max_lines: int = MAX_LINES) -> list[str]:
     """What the approval of this call would do, as lines to show (without newlines); a
     command's lines are wrapped at words to ``width`` columns (a wrapped part indented
-    further than the command's own next line)."""
+    further than the command's own next line); a diff longer than ``max_lines`` ends with
+    how many lines more it has."""
     if tool == "run_bash":
         command = sanitize(str(args.get("command", "")))
         out = []
@@ -80,9 +81,9 @@ def change_lines(tool: str, args: dict[str, Any], read: Reader, caps: Capabiliti
         fromfile="/dev/null" if before is None else f"a/{path}", tofile=f"b/{path}",
         lineterm="", n=3,
     ))
-    shown = [_colour(sanitize(line), caps) for line in lines[:MAX_LINES]]
-    if len(lines) > MAX_LINES:
-        shown.append(caps.style("dim", f"… +{len(lines) - MAX_LINES} more lines"))
+    shown = [_colour(sanitize(line), caps) for line in lines[:max_lines]]
+    if len(lines) > max_lines:
+        shown.append(caps.style("dim", f"… +{len(lines) - max_lines} more lines"))
     if not lines:
         shown = ["(no change)"]
     return ([sanitize(header)] if header else []) + shown

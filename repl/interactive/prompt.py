@@ -3,8 +3,9 @@
 - History in ``<memory-dir>/history`` (0600, made by :func:`create_history_file` before the
   event loop starts), shared across sessions; Up/Down, Ctrl-R.
 - Enter sends; Alt-Enter (or Esc then Enter) inserts a new line.
-- Tab completes backslash (and slash) commands, session ids (with titles) and ``@`` paths
-  (:mod:`repl.interactive.completion`).
+- Tab completes backslash (and slash) commands, session ids (with titles), modes, the
+  endpoint's models and ``@`` paths (:mod:`repl.interactive.completion`); Shift-Tab
+  changes the permission mode (the REPL's :attr:`MainPrompt.on_shift_tab`).
 - Ctrl-C clears the line and arms exit (the toolbar says so); a second Ctrl-C on an empty
   line exits, like Ctrl-D; typing disarms. In a history search (Ctrl-R) it ends the search.
 - The bottom toolbar shows the session, mode, context gauge, ``compacting…`` and cost, from
@@ -22,12 +23,12 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.filters import is_searching
+from prompt_toolkit.filters import has_completions, is_searching
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -107,9 +108,12 @@ class MainPrompt:
         self.view = SessionView(budget=settings.max_context_tokens)
         self._mode = settings.mode.value
         self.exit_armed = False  # Ctrl-C on an empty line exits now (the toolbar says so)
+        # Set by the REPL once it runs: the next mode (Shift-Tab), the endpoint's models.
+        self.on_shift_tab: Callable[[], Coroutine[Any, Any, None]] | None = None
+        self.completer = HarnessCompleter(lambda: _listed(lazy_store), settings.sandbox_dir)
         self.session: PromptSession[str] = PromptSession(
             history=FileHistory(str(settings.memory_dir / HISTORY_FILE)),
-            completer=HarnessCompleter(lambda: _listed(lazy_store), settings.sandbox_dir),
+            completer=self.completer,
             complete_in_thread=True,  # session ids come from the database
             multiline=True,
             key_bindings=self._bindings(),
@@ -174,6 +178,11 @@ class MainPrompt:
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.insert_text("\n")
 
+        @bindings.add("s-tab", filter=~has_completions)  # (in a menu: the one before)
+        def _next_mode(event: KeyPressEvent) -> None:
+            if self.on_shift_tab is not None:
+                event.app.create_background_task(self.on_shift_tab())
+
         # In a history search (Ctrl-R) Ctrl-C is prompt_toolkit's: it ends the search and
         # gives back the line as it was before it.
         @bindings.add("c-c", filter=~is_searching)
@@ -192,4 +201,5 @@ class MainPrompt:
         view = self.view
         if self.exit_armed:
             return FormattedText([("", " Press Ctrl-C again (or Ctrl-D) to exit ")])
-        return FormattedText([("", toolbar_text(view, self._mode, size().columns))])
+        return FormattedText([("", toolbar_text(view, view.mode or self._mode,
+                                                 size().columns))])

@@ -31,6 +31,7 @@ from actors.core.events import (
     Notice,
     ReasoningDelta,
     ReasoningRevealed,
+    SettingsChanged,
     StreamRestarted,
     TextDelta,
     ToolCallFinished,
@@ -332,7 +333,7 @@ class Renderer:
                     await event.reply.send(answer)
             if live is not None:
                 self._redraw()
-        elif isinstance(event, CompactionState | ContextGauge):
+        elif isinstance(event, CompactionState | ContextGauge | SettingsChanged):
             self._refresh()
         if self._dirty and self._live is not None \
                 and time.monotonic() - self._drawn_at >= REDRAW_EVERY:
