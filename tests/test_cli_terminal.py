@@ -163,3 +163,16 @@ def test_doctor_with_controls_in_the_memory_directorys_name(tmp_path: Path,
     assert status == 0, shown
     assert_clean(shown)
     assert "mem␛]0;pwned␇" in shown
+
+
+def test_empty_listings_in_a_terminal_say_so(memory_dir: Path, project: Path,
+                                              hostile: str) -> None:
+    with SessionStore(memory_dir) as store:
+        store.update(hostile, archived=True)  # everything archived
+    for args, said in ((["--list-sessions"], "No saved sessions for this project"),
+                       (["--search", "zebra"], "No session matches 'zebra' in this project"),
+                       (["--search", "nothing-like-it", "--all"], "No session matches")):
+        status, shown = in_terminal(memory_dir, project, *args)
+        assert status == 0 and said in shown and "Traceback" not in shown, (args, shown)
+    status, shown = in_terminal(memory_dir, project, "--list-sessions", "--include-archived")
+    assert status == 0 and hostile in shown and "archived" in shown
