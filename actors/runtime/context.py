@@ -53,6 +53,9 @@ class WorkingContext:
     estimator: ContextEstimator = field(default_factory=ContextEstimator)
     saved_len: int = 0  # how many of ``messages`` the store holds
     overhead: int = 0  # tokens every request carries besides its messages (tool schemas)
+    # where an imported session came from (actors.store.peers): kept as it was, saved with
+    # every checkpoint so that no later state loses it
+    origin: dict[str, Any] | None = None
 
     @classmethod
     def restored(
@@ -72,11 +75,12 @@ class WorkingContext:
             model=str(state.get("model") or ""),
             saved_len=len(messages),
             overhead=overhead,
+            origin=origin if isinstance(origin := state.get("origin"), dict) else None,
         )
 
     def state(self) -> dict[str, Any]:
-        """Planning, usage, pins, standing approvals, the mode and the model: saved with
-        every checkpoint."""
+        """Planning, usage, pins, standing approvals, the mode and the model, and an
+        imported session's origin: saved with every checkpoint."""
         state = {
             **self.planning.to_state(),
             "tool_calls": self.tool_calls,
@@ -88,6 +92,8 @@ class WorkingContext:
             state["mode"] = self.mode
         if self.model:
             state["model"] = self.model
+        if self.origin is not None:
+            state["origin"] = self.origin
         return state
 
     def unsaved(self) -> tuple[int, list[Message]]:
