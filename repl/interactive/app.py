@@ -391,7 +391,8 @@ class Repl:
                                             lambda: self.renderer.last_reasoning,
                                             project_root=str(self.settings.sandbox_dir),
                                             models=partial(self._endpoint_models, again=True),
-                                            endpoint=self.settings.base_url)
+                                            endpoint=self.settings.base_url,
+                                            settings=self.settings)
         return self._commands
 
     # -- mode and model -------------------------------------------------------------------

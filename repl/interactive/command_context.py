@@ -16,6 +16,7 @@ from repl.interactive.results import ResultLog
 from repl.interactive.view import SessionView
 
 if TYPE_CHECKING:  # a new session's first prompt is drawn before the runtime is imported
+    from actors.core.config import Settings
     from actors.runtime.supervisor import Supervisor
 
 
@@ -56,3 +57,4 @@ class CommandContext:
     project_root: str = ""  # this run's project (listings are scoped to it)
     models: Callable[[], Awaitable[list[str]]] = _no_models  # the endpoint's (kept once asked)
     endpoint: str = ""  # the base URL, for what \\model says
+    settings: Settings | None = None  # this run's (\\doctor checks its endpoint)

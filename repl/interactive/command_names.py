@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "\\model": "the model: \\model NAME switches (Tab completes the server's models); "
                 "saved with the session",
     "\\files": "the files each tool call changed (\\files diff: with the diffs)",
+    "\\doctor": "check the model endpoint: reachable, the model, tool calls, its context",
     "\\exit": "leave (also Ctrl-D)",
 }
 TAKES_SESSION_ID = ("\\info", "\\fork", "\\resume")
