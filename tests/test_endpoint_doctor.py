@@ -70,7 +70,7 @@ async def test_a_missing_model_is_named_with_the_fix() -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(("flavour", "model", "fix"), [
-    (LlamaCpp(jinja=False), "gemma4", "Restart llama-server with --jinja"),
+    (LlamaCpp(jinja=False), "gemma4", "Restart llama-server without --no-jinja"),
     (VLLM(auto_tool_choice=False), "google/gemma-4-E4B-it", "--enable-auto-tool-choice"),
     (Ollama(tools_supported=False), "gemma4", "supports tool calls"),
 ], ids=["llama.cpp-without-jinja", "vllm-without-auto-tool-choice", "ollama-no-tools"])
@@ -87,9 +87,11 @@ async def test_a_context_smaller_than_the_budget_says_what_to_pass() -> None:
     with ScriptedServer([Reply("OK")], flavour=LlamaCpp(n_ctx=4096)) as server:
         found = await check(server)
     assert found["context"].status == "problem"
-    assert "llama-server runs with a 4,096-token context (n_ctx in /props), below " \
-        "--max-context-tokens 24,000" in found["context"].text
-    assert "Start it with -c 32768, or pass --max-context-tokens 4096." in found["context"].text
+    assert "llama-server gives each request a 4,096-token context (n_ctx in /props; 4 slots), " \
+        "below --max-context-tokens 24,000" in found["context"].text
+    assert found["context"].text.endswith(
+        "Start llama-server with -c 32768 -np 1 (with --no-kv-unified each of its 4 slots gets "
+        "-c / 4), or pass --max-context-tokens 4096.")
 
 
 @pytest.mark.anyio

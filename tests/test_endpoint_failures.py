@@ -9,6 +9,7 @@ import socket
 import pytest
 
 from actors.core.errors import (
+    ContextExceeded,
     EndpointTimeout,
     EndpointUnreachable,
     InvalidResponse,
@@ -76,8 +77,22 @@ async def test_an_error_sent_in_the_stream_is_retried_then_reported(flavour: Fla
     assert len(retries) == 4 and "attempt 5 of 5" in retries[-1]
 
 
-@pytest.mark.parametrize("flavour", [LlamaCpp(), LlamaCpp(legacy_errors=True), VLLM()],
-                         ids=["llama.cpp", "llama.cpp-error-field", "vllm"])
+async def test_llama_cpp_refuses_a_prompt_over_its_context_before_the_stream() -> None:
+    """What llama.cpp 0c1e57098 really does (checked on the real server): HTTP 400 with
+    exceed_context_size_error and the counts; the hint uses them."""
+    with ScriptedServer([], flavour=LlamaCpp(n_ctx=5)) as server:
+        asked = await ask_once(server.base_url)
+    assert isinstance(asked.outcome.error, ContextExceeded) and asked.sleeps == []
+    assert asked.outcome.error.context == 5 and asked.outcome.error.prompt_tokens
+    assert f"request ({asked.outcome.error.prompt_tokens} tokens)" in str(asked.outcome.error)
+    text = assert_one_line(asked)
+    assert "HTTP 400: request (" in text and "exceeds the available context size (5 tokens)" \
+        in text
+    assert "--max-context-tokens" in text
+
+
+@pytest.mark.parametrize("flavour", [LlamaCpp(legacy_errors=True), VLLM()],
+                         ids=["llama.cpp-error-field", "vllm"])
 async def test_a_refusal_in_the_stream_is_not_retried(flavour: Flavour) -> None:
     model = VLLM_MODEL if isinstance(flavour, VLLM) else "gemma4"
     step = StreamError(1, 400, "the request exceeds the available context size")
@@ -179,7 +194,7 @@ async def test_429_honours_retry_after_but_not_an_hour_of_it() -> None:
 
 
 @pytest.mark.parametrize(("flavour", "model", "hint"), [
-    (LlamaCpp(jinja=False), "gemma4", "Restart llama-server with --jinja"),
+    (LlamaCpp(jinja=False), "gemma4", "Restart llama-server without --no-jinja"),
     (VLLM(auto_tool_choice=False), VLLM_MODEL, "--enable-auto-tool-choice --tool-call-parser"),
     (Ollama(tools_supported=False), "gemma4", "supports tool calls"),
 ], ids=["llama.cpp-without-jinja", "vllm-without-auto-tool-choice", "ollama-no-tools"])

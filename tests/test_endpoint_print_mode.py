@@ -27,7 +27,15 @@ from actors.testing.scripted_server import (
     tool_pairing_errors,
 )
 from tests.clitools import harness
-from tests.test_endpoint_flavours import AFTER, CONTENT, FLAVOURS, THINKING, script
+from tests.test_endpoint_flavours import (
+    AFTER,
+    CONTENT,
+    FLAVOURS,
+    TAGS,
+    THINKING,
+    script,
+    sent_text,
+)
 
 pytestmark = pytest.mark.slow
 BACKOFF = "0.01"  # the schedule doubles from here: five attempts take 0.15 s, not 7.5 s
@@ -82,8 +90,8 @@ def test_each_server_and_quirk_in_print_mode(
         "path": "out.txt", "content": CONTENT}
     assert tool_lines[1] == '[tool] run_bash({"command": "cat out.txt"})'
     assert tool_pairing_errors(server.requests[1]["messages"]) == []
-    sent = json.dumps([r["messages"] for r in server.requests])
-    assert THINKING not in sent and "<think>" not in sent
+    sent = sent_text(server.requests)  # as answer text (as reasoning: test_endpoint_reasoning)
+    assert THINKING not in sent and not any(tag in sent for tag in TAGS)
     sid = err.split()[1]
     state = SessionStore(memory_dir).info(sid).state
     assert state["calls"] == 2 and state["total_tokens_in"] > 0
@@ -108,7 +116,7 @@ FAILURES: list[tuple[str, Callable[[], Flavour], str, list[Step], str]] = [
      "schema"),
     ("llama.cpp-without-jinja", lambda: LlamaCpp(jinja=False), "gemma4", [],
      "is not set up for tool calls: HTTP 500: tools param requires --jinja flag. Restart "
-     "llama-server with --jinja"),
+     "llama-server without --no-jinja"),
     ("vllm-without-auto-tool-choice", lambda: VLLM(auto_tool_choice=False),
      "google/gemma-4-E4B-it", [], "Restart vLLM with --enable-auto-tool-choice"),
     ("ollama-model-not-pulled", Ollama, "gemma5", [],

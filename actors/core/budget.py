@@ -50,6 +50,20 @@ def estimate_tools(tools: Sequence[dict[str, Any]] | None) -> int:
         // CHARS_PER_TOKEN
 
 
+def estimate_fixed(messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None) -> int:
+    """What every request of a conversation carries, estimated: the system prompt (its first
+    message) and the tool schemas. A stored context (``actors.core.stored``), which always
+    begins with its system prompt, is not parsed for it: its saved estimate is taken."""
+    saved = getattr(messages, "estimate", None)
+    if saved is not None and len(messages):
+        system = int(saved(0))
+    else:
+        first = messages[0] if len(messages) else None
+        system = estimate_message(first) if first is not None and first.get(
+            "role") == "system" else 0
+    return system + estimate_tools(tools)
+
+
 TRUNCATED_SHARE = 0.5  # reported below half the estimate ...
 TRUNCATED_MARGIN = 1000  # ... and by at least this many tokens: the server cut the prompt
 

@@ -30,6 +30,11 @@ SHOWN = "shown"
 """A user message's key for what the user typed, when the message sent differs from it (files
 attached with ``@path``). Kept in the transcript for showing; never sent to a model."""
 
+REASONING = "reasoning_content"
+"""An assistant message's key for the model's reasoning (its thinking, kept apart from the
+answer). Kept in the session; sent back only to a server whose chat template renders it, and
+only on the messages of the current turn (:mod:`actors.model._body`)."""
+
 
 def to_plain(message: Any) -> Message:
     """Return ``message`` as a JSON-ready dict (SDK objects go through ``model_dump``)."""

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actors.core.budget import Usage
-from actors.core.messages import Message
+from actors.core.messages import REASONING, Message
 from actors.model._reasoning import Piece, ThinkSplitter
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
@@ -317,11 +317,17 @@ class Assembly:
         return calls
 
     def message(self) -> Message:
+        """The assistant message: the answer, the tool calls, and the reasoning under its
+        own key (kept in the session; sent back only where it belongs, see
+        :mod:`actors.model._body`)."""
         calls = self.tool_calls()
         text = self.answer_text()
         message: Message = {"role": "assistant", "content": text or (None if calls else "")}
         if calls:
             message["tool_calls"] = calls
+        reasoning = self.reasoning_text()
+        if reasoning:
+            message[REASONING] = reasoning
         return message
 
 

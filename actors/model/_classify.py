@@ -20,6 +20,7 @@ import socket
 from typing import Any
 
 from actors.core.errors import (
+    ContextExceeded,
     EndpointTimeout,
     EndpointUnreachable,
     InvalidResponse,
@@ -88,7 +89,8 @@ def error_status(payload: Any) -> int | None:
 
 _CONFIGURATION = [
     (re.compile(r"requires --jinja", re.I),
-     "Restart llama-server with --jinja (tool calls need its Jinja chat templates)."),
+     "Restart llama-server without --no-jinja (older builds: with --jinja); tool calls "
+     "need its Jinja chat templates."),
     (re.compile(r"cannot use tools with stream", re.I),
      "This llama.cpp build cannot stream tool calls: update it and start llama-server "
      "with --jinja."),
@@ -100,6 +102,12 @@ _CONFIGURATION = [
 ]
 _CONTEXT = re.compile(r"context (size|length|window)|maximum context|too many tokens|"
                       r"exceed_context_size", re.I)
+_VLLM_FIGURES = re.compile(r"maximum context length is (\d+) tokens\D+?(\d+) tokens")
+# llama.cpp's error to every request in flight when its KV cache, shared by its slots, is full
+_KV_CACHE_FULL = re.compile(r"context size has been exceeded", re.I)
+KV_CACHE_FULL_HINT = ("llama-server's context (its KV cache, -c) is shared by the requests it "
+                      "serves at once, and they filled it: start it with -np 1 (one request "
+                      "at a time gets all of it) or a larger -c.")
 _MODEL_MISSING = re.compile(r"model .*(not found|does not exist|not loaded)|"
                             r"(no such|unknown) model|model_not_found|try pulling", re.I)
 
@@ -141,12 +149,35 @@ def from_status(
         error.retry_after = retry_after
         return error
     if status >= 500:
-        return ServerFailed(what, message, endpoint=url, status=status)
-    hint = ""
+        hint = KV_CACHE_FULL_HINT if _KV_CACHE_FULL.search(message) else ""
+        return ServerFailed(what, message, endpoint=url, status=status, hint=hint)
     if _CONTEXT.search(message):
-        hint = ("The conversation is longer than the server's context: lower "
-                "--max-context-tokens or raise the server's context length.")
-    return RequestRefused(what, message, hint=hint, endpoint=url, status=status)
+        prompt, context = context_figures(body, message)
+        return ContextExceeded(
+            what, message, prompt_tokens=prompt, context=context, endpoint=url, status=status,
+            hint="The conversation is longer than the server's context: lower "
+                 "--max-context-tokens or raise the server's context length.")
+    return RequestRefused(what, message, endpoint=url, status=status)
+
+
+def context_figures(body: Any, message: str) -> tuple[int | None, int | None]:
+    """The prompt's tokens and the context's, as the server said them: llama.cpp's
+    ``n_prompt_tokens`` and ``n_ctx`` fields, or vLLM's sentence ("maximum context length is
+    8192 tokens. However, you requested 9000 tokens")."""
+    if isinstance(body, bytes | bytearray | str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            body = None
+    inner = body.get("error") if isinstance(body, dict) else None
+    fields = inner if isinstance(inner, dict) else body if isinstance(body, dict) else {}
+    prompt, context = fields.get("n_prompt_tokens"), fields.get("n_ctx")
+    if isinstance(prompt, int) and isinstance(context, int):
+        return prompt, context
+    match = _VLLM_FIGURES.search(message)
+    if match:
+        return int(match.group(2)), int(match.group(1))
+    return None, None
 
 
 def retry_after_of(response: Any) -> float | None:

@@ -22,6 +22,11 @@ CUT_CALLS_REASON = ("The model's answer was cut at its output limit (finish_reas
 CUT_CALL_RESULT = ("Not executed: your answer was cut at the output limit (finish_reason "
                    "'length') before this call was complete. Safe to retry with shorter "
                    "arguments.")
+CONTEXT_FULL_NOTICE = ("The answer was cut because the server's context is full "
+                       "(finish_reason 'length' with {full}). {hint}")
+CONTEXT_FULL_CALLS = ("The model's answer was cut because the server's context is full "
+                      "(finish_reason 'length' with {full}) in the middle of its tool calls; "
+                      "none of them was run. {hint}")
 REASONING_ONLY_REASON = ("The model spent its whole answer on reasoning and gave no answer "
                          "(finish_reason '{finish}'). Ask again, or raise the server's output "
                          "limit.")
@@ -76,10 +81,11 @@ class ModelOutcome:
     error: ModelError | None = None
     reasoning: str = ""
     over_limit: int | None = None  # the answer was cut at this many bytes (--max-answer-bytes)
+    context_full: tuple[str, str] | None = None  # a cut by the full context: what, and the fix
 
     @property
     def cut(self) -> bool:
-        """The answer stopped at the model's output limit."""
+        """The answer stopped at the model's output limit, or at the end of the context."""
         return self.finish_reason == "length"
 
     @property
@@ -102,9 +108,13 @@ class ModelOutcome:
 
     @property
     def cut_notice(self) -> str:
-        """What the user is told of an answer :attr:`cut`."""
+        """What the user is told of an answer :attr:`cut`: the harness's cap, a full
+        context and its fix, or the model's output limit."""
         if self.over_limit is not None:
             return OVER_LIMIT_NOTICE.format(limit=self.over_limit)
+        if self.context_full is not None:
+            full, hint = self.context_full
+            return CONTEXT_FULL_NOTICE.format(full=full, hint=hint)
         return CUT_ANSWER_NOTICE
 
     @property
@@ -112,6 +122,9 @@ class ModelOutcome:
         """Why the turn stopped when :attr:`cut_tool_calls`."""
         if self.over_limit is not None:
             return OVER_LIMIT_CALLS_REASON.format(limit=self.over_limit)
+        if self.context_full is not None:
+            full, hint = self.context_full
+            return CONTEXT_FULL_CALLS.format(full=full, hint=hint)
         return CUT_CALLS_REASON
 
     @property

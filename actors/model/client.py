@@ -19,7 +19,12 @@ Start-up check (``preflight``, for the interactive prompt): in the background, w
 delaying anything, the actor lists the endpoint's models and learns the context the server
 really uses (:mod:`actors.model._preflight`), and warns at once (a :class:`Notice`) when the
 endpoint is unreachable, the model is missing, or the context is smaller than
-``--max-context-tokens``. After the first answer it checks the context once more (ollama
+``--max-context-tokens`` (or than the fixed prompt). Without it (print mode) the context is
+looked up before the first request, bounded, the same way; a request waits for a lookup
+still running. What is learned shapes the requests (llama.cpp: the reasoning its template
+wants back, its model's control tokens) and the hints: a request refused as longer than the
+context says what helps, and an answer cut because the context filled is told apart from
+one cut at the output limit. After the first answer it checks the context once more (ollama
 loads the model then), and after every answer it compares the reported prompt size with its
 own estimate: a server that cut the prompt is reported. Each warning is given once.
 
@@ -49,6 +54,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from actors.core.budget import (
     SMALL_CONTEXT_TOKENS,
     Usage,
+    estimate_fixed,
     estimate_messages,
     estimate_tools,
     prompt_truncated,
@@ -58,7 +64,9 @@ from actors.core.config import (
     DEFAULT_MAX_ANSWER_BYTES,
     PROMPT_GRACE_SECONDS,
 )
+from actors.core.control_tokens import ControlTokens
 from actors.core.errors import (
+    ContextExceeded,
     EndpointTimeout,
     EndpointUnreachable,
     ModelError,
@@ -77,15 +85,18 @@ from actors.core.events import (
 from actors.core.mailbox import answer
 from actors.core.messages import Message
 from actors.model._assembly import Assembly
-from actors.model._body import Body, EncodedMessages, frame
+from actors.model._body import FAMILIES, Body, EncodedMessages, frame
 from actors.model._classify import from_exception
 from actors.model._connection import Connection, connect, listening
 from actors.model._endpoint import Endpoint, check_base_url, root_url
 from actors.model._preflight import (
+    LOOKUP_SECONDS,
+    context_full,
     context_warning,
     get_json,
     llamacpp_context,
     ollama_context,
+    refusal_hint,
     truncation_warning,
 )
 from actors.model._protocol import ModelOutcome, ModelRequest
@@ -128,6 +139,7 @@ class ModelClient:
         events: EventSink | None = None,
         preflight: bool = False,
         context_budget: int | None = None,
+        fixed_tokens: tuple[int, int | None] | None = None,
     ) -> None:
         self.base_url = base_url
         self.model = model
@@ -145,8 +157,13 @@ class ModelClient:
         self._events = events or EventSink(None)
         self._preflight = preflight
         self._budget = context_budget
+        # The estimated system prompt and tool schemas, if known: with the full schemas, and
+        # with the compact ones a small context gets (None: there are none); see _fixed_now.
+        self._fixed = fixed_tokens
         self._warned: set[str] = set()
         self._context_checked = False
+        self._looked_up: anyio.Event | None = None  # see _look_up
+        self._tokens: tuple[frozenset[str], ControlTokens] = (frozenset(), FAMILIES)
         self._background: anyio.abc.TaskGroup | None = None
         # The conversation's requests and the compactor's, each encoded incrementally.
         self._encoded = (EncodedMessages(), EncodedMessages())
@@ -243,6 +260,12 @@ class ModelClient:
         except ModelNotFound as error:
             available = await self.list_models()
             return ModelOutcome(error=error.with_available(available, self.endpoint.pull_hint()))
+        except ContextExceeded as error:  # the hint knows the request and the server
+            return ModelOutcome(error=error.with_hint(refusal_hint(
+                self.endpoint, error.prompt_tokens, error.context, budget=self._budget,
+                estimated=estimate_messages(request.messages)
+                + estimate_tools(self._tools_for(request)),
+                fixed=estimate_fixed(request.messages, self._tools_for(request)))))
         except ModelError as error:
             return ModelOutcome(error=error)
         except Exception as exc:  # a bug or a surprise: still one clear line, never a crash
@@ -271,6 +294,11 @@ class ModelClient:
     async def _complete_checked(
         self, request: ModelRequest, progress: _Progress
     ) -> ModelOutcome:
+        if self._looked_up is None and request.tools:  # the conversation's first request
+            self._fixed = (estimate_fixed(request.messages, request.tools),
+                           None if request.small_tools is None
+                           else estimate_fixed(request.messages, request.small_tools))
+        await self._look_up()
         encoded = self._encoded_for(request.messages)
         taken = encoded.call_ids
         in_messages = encoded.tokens
@@ -327,8 +355,15 @@ class ModelClient:
         if not self._context_checked and self._background is not None:
             self._context_checked = True
             self._background.start_soon(_quietly, self._check_context)
+        full = None
+        if assembly.finish_reason == "length" and assembly.usage is not None:
+            full = context_full(
+                self.endpoint, usage.prompt_tokens, usage.completion_tokens,
+                estimated=in_messages + estimate_tools(self._tools_for(request)),
+                fixed=estimate_fixed(request.messages, self._tools_for(request)),
+                budget=self._budget)
         return ModelOutcome(message=message, usage=usage, finish_reason=assembly.finish_reason,
-                            reasoning=assembly.reasoning_text(),
+                            reasoning=assembly.reasoning_text(), context_full=full,
                             over_limit=assembly.limit if assembly.over_limit else None)
 
     def _encoded_for(self, messages: Sequence[Message]) -> EncodedMessages:
@@ -338,8 +373,17 @@ class ModelClient:
         if not first.starts(messages):
             first, second = second, first
             self._encoded = (first, second)
-        first.update(messages)
+        first.update(messages, reasoning=self.endpoint.renders_reasoning,
+                     tokens=self._control_tokens())
         return first
+
+    def _control_tokens(self) -> ControlTokens:
+        """The control tokens to neutralise: the common families', and the served model's
+        once the server told them (made again only when they change)."""
+        learned = self.endpoint.control_tokens
+        if learned != self._tokens[0]:
+            self._tokens = (learned, ControlTokens(learned))
+        return self._tokens[1]
 
     def _body(self, request: ModelRequest, encoded: EncodedMessages) -> Body:
         """The request's JSON body; ``encoded`` holds its messages. What comes around them
@@ -365,12 +409,23 @@ class ModelClient:
         self._frame = (key, around)
         return encoded.framed(around)
 
+    def _small_context(self) -> bool:
+        """The server is known to give a request at most SMALL_CONTEXT_TOKENS."""
+        length = self.endpoint.context_length
+        return length is not None and length <= SMALL_CONTEXT_TOKENS
+
+    def _fixed_now(self) -> int | None:
+        """The estimated fixed prompt as requests now carry it (the compact schemas once
+        the server is known to hold a small context), if known."""
+        if self._fixed is None:
+            return None
+        full, compact = self._fixed
+        return compact if compact is not None and self._small_context() else full
+
     def _tools_for(self, request: ModelRequest) -> list[dict[str, Any]] | None:
         """The request's tools: its compact ones once the server is known to hold a small
         context (:attr:`ModelRequest.small_tools`)."""
-        length = self.endpoint.context_length
-        if request.small_tools is not None and length is not None \
-                and length <= SMALL_CONTEXT_TOKENS:
+        if request.small_tools is not None and self._small_context():
             return request.small_tools
         return request.tools
 
@@ -427,7 +482,7 @@ class ModelClient:
                                      f"{root_url(self.base_url)}/api/version")
             if isinstance(version, dict) and "version" in version:
                 self.endpoint.server = "ollama"
-        await self._learn_context()
+        await self._look_up()
 
     async def _fetch_models(self) -> tuple[Any, ModelError | None]:
         """The ``/v1/models`` answer, or why the endpoint could not be reached."""
@@ -444,14 +499,38 @@ class ModelClient:
                 return None, None  # reachable, but no list of models: nothing to check
         return None, None
 
+    async def _look_up(self) -> None:
+        """What the server tells about itself that requests depend on (the context a
+        request gets; llama.cpp: whether its template wants the turn's reasoning back),
+        looked up once: by the start-up check in the REPL, else before the first request
+        (print mode); a request that comes while it runs waits for it. Bounded by
+        :data:`LOOKUP_SECONDS` in all; a failure learns nothing. Cancellation: a lookup
+        cancelled half-way counts as done."""
+        done = self._looked_up
+        if done is None:
+            done = self._looked_up = anyio.Event()
+            try:
+                with anyio.move_on_after(LOOKUP_SECONDS):
+                    await _quietly(self._learn)
+            finally:
+                done.set()
+        elif not done.is_set():
+            with anyio.move_on_after(LOOKUP_SECONDS):
+                await done.wait()
+
+    async def _learn(self) -> None:
+        if self.endpoint.server == "unknown" and not self.endpoint.models:
+            connection = await self._connect()  # its /v1/models names the server
+            self.endpoint.learn_from_models(await get_json(
+                connection, f"{self.base_url.rstrip('/')}/models"))
+        await self._learn_context()
+
     async def _check_context(self) -> None:
         """After the first answer: the context, if the start-up check could not tell."""
         if self.endpoint.context_length is None:
             await self._learn_context()
 
     async def _learn_context(self) -> None:
-        if self._budget is None:
-            return
         connection = await self._connect()
         server = self.endpoint.server
         if server == "ollama":
@@ -461,7 +540,8 @@ class ModelClient:
         elif server == "vllm" and self.endpoint.context_length is None:
             payload, _ = await self._fetch_models()
             self.endpoint.learn_from_models(payload)
-        warning = context_warning(self.endpoint, self._budget)
+        warning = None if self._budget is None else context_warning(
+            self.endpoint, self._budget, self._fixed_now())
         if warning is not None:
             await self._warn("context", warning)
 

@@ -40,6 +40,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from actors.core.budget import (
     SMALL_CONTEXT_TOKENS,
     UsageTotals,
+    estimate_fixed,
     estimate_message,
     estimate_tools,
 )
@@ -392,6 +393,10 @@ class Supervisor:
                             answer_limit=settings.max_answer_bytes,
                             events=self._events, preflight=settings.preflight,
                             context_budget=settings.max_context_tokens,
+                            fixed_tokens=(
+                                estimate_fixed(self._context.messages, self._tools),
+                                None if self._small_tools is None
+                                else estimate_fixed(self._context.messages, self._small_tools)),
                             retry=RetryPolicy(first_backoff=settings.retry_backoff))
         executor = ToolExecutor(
             mode=self._mode, timeout=settings.tool_timeout,
