@@ -187,14 +187,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="resume the most recent session of this project")
     run.add_argument("--sandbox-dir", type=Path, default=None, metavar="DIR",
                      help="project directory the tools are confined to (default: cwd)")
-    run.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.DEFAULT.value,
+    run.add_argument("--mode", choices=[m.value for m in Mode], default=None,
                      help="default: ask before edits and shell commands; acceptEdits: approve "
-                     "edits inside the sandbox; dangerouslySkipPermissions: never ask")
+                     "edits inside the sandbox; dangerouslySkipPermissions: never ask "
+                     "(default: default, or what a resumed session last used; \\mode and "
+                     "Shift-Tab change it in the REPL)")
     model = parser.add_argument_group("model endpoint")
     model.add_argument("--base-url", default=None,
                        help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or "
                        "http://localhost:11434/v1); the key comes from $OPENAI_API_KEY")
-    model.add_argument("--model", default=DEFAULT_MODEL, help="model name (default: gemma4)")
+    model.add_argument("--model", default=None,
+                       help="model name (default: gemma4, or what a resumed session last "
+                       "used; \\model changes it in the REPL)")
     model.add_argument("--llm-timeout", type=_positive_float, default=DEFAULT_LLM_TIMEOUT,
                        metavar="S", help="the longest silence of the endpoint once an answer "
                        "began, in seconds: a slow, steady answer is never cut (default: 120)")
@@ -246,8 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_argument("--info", metavar="ID", help="show a session's details and usage")
     commands.add_argument("--rename", nargs=2, metavar=("ID", "TITLE"), help="set a title")
     commands.add_argument("--fork", metavar="ID",
-                          help="copy a session (with --at N: up to message N); prints the "
-                          "new id")
+                          help="copy a session (with --at N: up to message N); says what it "
+                          "made (--json: the new id, parent and fork point)")
     commands.add_argument("--archive", metavar="ID", help="hide a session from listings")
     commands.add_argument("--unarchive", metavar="ID", help="bring an archived session back")
     commands.add_argument("--delete", metavar="ID", help="delete a session (needs --yes)")
@@ -275,8 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--include-archived", action="store_true",
                           help="with --list-sessions/--search: include archived sessions")
     sessions.add_argument("--json", action="store_true",
-                          help="with --list-sessions/--search/--info: print JSON (every "
-                          "field)")
+                          help="with --list-sessions/--search/--info/--fork: print JSON "
+                          "(every field)")
     sessions.add_argument("--yes", action="store_true", help="confirm --delete")
     sessions.add_argument("--repair", action="store_true",
                           help="with --doctor: rebuild the search index and copy damaged "
@@ -323,8 +327,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
         store_url=args.store if args.store is not None else default_store_url(),
         sandbox_dir=(args.sandbox_dir or Path.cwd()).expanduser().resolve(),
         base_url=args.base_url if args.base_url is not None else default_base_url(),
-        model=args.model,
-        mode=Mode(args.mode),
+        model=args.model or DEFAULT_MODEL,
+        mode=Mode(args.mode or Mode.DEFAULT.value),
+        chosen=frozenset(name for name in ("mode", "model") if getattr(args, name)),
         llm_timeout=args.llm_timeout,
         llm_first_token_timeout=args.llm_first_token_timeout,
         llm_total_timeout=args.llm_total_timeout,
@@ -347,8 +352,11 @@ def open_store(settings: Settings) -> Store:
     from actors.store import open_store as open_backend
 
     store = open_backend(settings.memory_dir, settings.store_url)
-    for warning in store.import_warnings:
-        print(f"harness: {warning}", file=sys.stderr)
+    if store.import_warnings:
+        from repl.interactive.sanitize import safe_for
+
+        for warning in store.import_warnings:
+            print(safe_for(sys.stderr, f"harness: {warning}"), file=sys.stderr)
     return store
 
 
@@ -389,7 +397,7 @@ def run_session_command(
     if args.rename:
         return session_commands.rename(store, *args.rename)
     if args.fork:
-        return session_commands.fork(store, args.fork, args.at)
+        return session_commands.fork(store, args.fork, args.at, as_json=args.json)
     if args.archive:
         return session_commands.set_archived(store, args.archive, True)
     if args.unarchive:
@@ -497,9 +505,9 @@ def _check_combinations(args: argparse.Namespace) -> None:
         raise UsageError("--yes only confirms --delete.")
     if args.repair and not args.doctor:
         raise UsageError("--repair goes with --doctor.")
-    if args.json and command not in ("list_sessions", "search", "info", "rewind"):
-        raise UsageError("--json goes with --list-sessions, --search, --info or --rewind (for "
-                         "-p, use --output-format json).")
+    if args.json and command not in ("list_sessions", "search", "info", "fork", "rewind"):
+        raise UsageError("--json goes with --list-sessions, --search, --info, --fork or "
+                         "--rewind (for -p, use --output-format json).")
     if args.format is not None and command != "export":
         raise UsageError("--format goes with --export.")
     if args.format == "atif" and args.rewind_what == "files":
@@ -521,7 +529,8 @@ def _check_combinations(args: argparse.Namespace) -> None:
         ("--undo", args.undo), ("--finish", args.finish_rewind),
         ("--dry-run", args.dry_run)) if on]
     if rewind_flags and not args.rewind:
-        raise UsageError(f"{', '.join(rewind_flags)} go(es) with --rewind ID.")
+        verb = "goes" if len(rewind_flags) == 1 else "go"
+        raise UsageError(f"{' and '.join(rewind_flags)} {verb} with --rewind ID.")
     if args.diff and not (args.info and args.rewind_what == "files"):
         raise UsageError("--diff goes with --info ID --files.")
     if args.initial is not None:
@@ -558,17 +567,18 @@ def _main(argv: Sequence[str] | None) -> int:
         settings = settings_from(args)
         if args.doctor:
             from repl import session_commands
+            from repl.files_report import doctor_snapshots
+            from repl.interactive.sanitize import through_the_boundary
 
             startup.resume()
-            checked = session_commands.doctor(settings.memory_dir, repair=args.repair,
-                                              store_url=settings.store_url)
-            from repl.files_report import doctor_snapshots
+            with through_the_boundary():
+                checked = session_commands.doctor(settings.memory_dir, repair=args.repair,
+                                                  store_url=settings.store_url)
+                worst = max(checked, doctor_snapshots(settings, repair=args.repair))
+                if not args.repair:  # a repair is the store's; the endpoint is only looked at
+                    from repl.doctor_endpoint import doctor_endpoint
 
-            worst = max(checked, doctor_snapshots(settings, repair=args.repair))
-            if not args.repair:  # a repair is the store's; the endpoint is only looked at
-                from repl.doctor_endpoint import doctor_endpoint
-
-                doctor_endpoint(settings)
+                    doctor_endpoint(settings)
             return worst
         lazy_store = LazyStore(partial(open_store, settings))
         try:
@@ -577,9 +587,12 @@ def _main(argv: Sequence[str] | None) -> int:
                 resolve_ids(args, store)
                 if any(getattr(args, c) not in (None, False) for c in _SESSION_COMMANDS):
                     startup.resume()  # the command's own work is not the start's
-                status = run_session_command(args, store, settings)
-                if status is not None:
-                    return status
+                    from repl.interactive.sanitize import through_the_boundary
+
+                    with through_the_boundary():
+                        status = run_session_command(args, store, settings)
+                    if status is not None:
+                        return status
             from repl.run import run_agent
 
             return run_agent(args, settings, lazy_store)
@@ -589,8 +602,10 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.output_format in ("json", "stream-json"):  # a script still gets its object
             from repl.headless import failure
 
-            failure(sys.stdout, str(exc), exc.exit_code, args.model)
-        print(f"harness: {exc}", file=sys.stderr)
+            failure(sys.stdout, str(exc), exc.exit_code, args.model or DEFAULT_MODEL)
+        from repl.interactive.sanitize import safe_for
+
+        print(safe_for(sys.stderr, f"harness: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -9,7 +9,6 @@ Read-only but for ``--doctor --repair``: nothing here writes the project.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +27,8 @@ from actors.workspace import (
     quota_for,
     report,
 )
+from repl.interactive.sanitize import json_text
+from repl.listing import ago
 
 
 def _open(memory_dir: Path, store: Store) -> ObjectStore:
@@ -44,9 +45,7 @@ def show_files(store: Store, session_id: str, *, memory_dir: Path, with_diff: bo
         calls = calls_changing_files(objects, session_id)
         if as_json:
             items = calls_json(calls, objects if with_diff else None)
-            json.dump({"session_id": session_id, "calls": items}, out, ensure_ascii=False,
-                      indent=2)
-            out.write("\n")
+            out.write(json_text({"session_id": session_id, "calls": items}, indent=2) + "\n")
         else:
             print("\n".join(call_lines(calls, objects if with_diff else None)), file=out)
     finally:
@@ -71,8 +70,7 @@ def export_with_files(store: Store, session_id: str, *, memory_dir: Path, fmt: s
             out.write(line + "\n")
     else:
         record["files_changed"] = [c.as_json() for c in calls]
-        json.dump(record, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(record, indent=2) + "\n")
     return 0
 
 
@@ -91,14 +89,13 @@ def search_path(store: Store, path: str, *, memory_dir: Path, as_json: bool,
         if item["id"] in found:
             sessions.append({**item, "calls_changing_path": found[item["id"]]})
     if as_json:
-        json.dump(sessions, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(sessions, indent=2) + "\n")
     elif not sessions:
         print(f"No session's tool calls changed {path}.", file=out)
     else:
         for item in sessions:
             calls = item["calls_changing_path"]
-            print(f"{item['id']} | {item.get('title', '')} | {item['updated_at']} | "
+            print(f"{item['id']} | {item.get('title', '')} | {ago(item['updated_at'])} | "
                   f"{calls} call{'s' if calls != 1 else ''} changed {path}", file=out)
     return 0
 

@@ -35,7 +35,7 @@ from actors.runtime.supervisor import Supervisor, TurnResult
 from actors.store import Store
 from repl.headless import JsonOutput
 from repl.interactive.render import preview, readable_arguments
-from repl.interactive.sanitize import sanitize
+from repl.interactive.sanitize import safe_for
 from repl.signals import run_signals
 
 DRAIN_SECONDS = 1
@@ -54,25 +54,20 @@ async def _report(
                 _show(event, err)
                 if output is not None:
                     output.event(event)
+                if isinstance(event, SessionOpened) and event.mode:
+                    mode = event.mode  # a resumed session's own
                 if isinstance(event, ApprovalRequest):
-                    print(_safe(f"[denied] {event.description} (print mode cannot ask; "
-                                f"--mode {mode} requires approval)", err), file=err)
+                    if not event.approved:  # (one the mode approved is only shown)
+                        print(_safe(f"[denied] {event.description} (print mode cannot ask; "
+                                    f"--mode {mode} requires approval)", err), file=err)
                     async with event.reply:
-                        await event.reply.send(False)
+                        await event.reply.send(event.approved)
     finally:
         drained.set()
 
 
-def _is_tty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
 def _safe(text: str, stream: TextIO) -> str:
-    """``text`` as it may be written to ``stream``: sanitised for a terminal, else exact."""
-    return sanitize(text) if _is_tty(stream) else text
+    return safe_for(stream, text)
 
 
 def _show(event: Event, err: TextIO) -> None:
@@ -104,6 +99,7 @@ async def run_print_mode(
               if output_format != "text" else None)
     send, receive = anyio.create_memory_object_stream[Event](256)
     result: TurnResult | None = None
+    session_id = ""
     drained = anyio.Event()
     async with run_signals() as signals:
         with signals.scope:  # SIGTERM, SIGHUP, SIGQUIT, SIGUSR1: stop; the shutdown saves
@@ -111,6 +107,7 @@ async def run_print_mode(
                 settings, store, events=send, resume=resume, continue_latest=continue_latest
             ) as sup, anyio.create_task_group() as tg:
                 signals.on_interrupt = sup.abort  # SIGINT aborts the turn (else stops)
+                session_id = sup.session_id
                 tg.start_soon(_report, receive, err, settings.mode.value, drained, output)
                 try:
                     result = await sup.run_turn(prompt)
@@ -130,7 +127,11 @@ async def run_print_mode(
                 print(_safe(result.text, out), file=out, flush=True)
             return 0
         label = "Interrupted" if result.outcome == "interrupted" else "Turn failed"
-        print(_safe(f"harness: {label}: {result.text}", err), file=err, flush=True)
+        line = f"harness: {label}: {result.text}"
+        if session_id and resume is None and not continue_latest \
+                and not await anyio.to_thread.run_sync(store.exists, session_id):
+            line += f" (nothing was answered, so session {session_id} was not kept)"
+        print(_safe(line, err), file=err, flush=True)
     except OSError:  # the terminal is gone (SIGHUP): the session is saved all the same
         pass
     return 1

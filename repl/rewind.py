@@ -28,7 +28,6 @@ project, a rewind left to finish), 130 or 143 stopped by SIGINT or SIGTERM.
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import sys
 import threading
@@ -60,6 +59,7 @@ from actors.workspace import (
     record_conversation,
     roll_forward,
 )
+from repl.interactive.sanitize import json_text
 
 STATUS_WORDS = {"modified": "restored", "added": "brought back", "deleted": "removed"}
 STOPPED_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -147,7 +147,11 @@ def rewind(
     """Run the command (see the module doc); it prints to ``out`` (stdout). ``what``:
     "files", "conversation" or "both"."""
     out = out or sys.stdout
-    session_id = store.info(session_id).id
+    info = store.info(session_id)
+    session_id = info.id
+    if to is not None and to > info.transcript_messages:
+        raise UsageError(f"Session {session_id} has no message {to} (its messages are "
+                         f"numbered 1 to {info.transcript_messages}, as --info shows).")
     files = what != "conversation" or undo or finish_pending
     here = _project(store, session_id, project) if files else project
     with store.lease(session_id):
@@ -326,16 +330,14 @@ def _stopped(files: Rewound, session_id: str, came: list[int], as_json: bool, ou
     report["stopped"] = True
     report.setdefault("notes", []).append(line)
     if as_json:
-        json.dump(report, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(report, indent=2) + "\n")
     print(f"harness: {line}", file=sys.stderr)
     return STOPPED_STATUS.get(signal.Signals(came[0]), 130) if came else 130
 
 
 def _print_notes(said: list[str], as_json: bool, out: TextIO) -> None:
     if as_json:
-        json.dump({"notes": said}, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text({"notes": said}, indent=2) + "\n")
     else:
         for line in said:
             print(line, file=out)
@@ -361,8 +363,7 @@ def _conversation(store: Store, session_id: str, to: int, dry_run: bool, as_json
         report["conversation"] = {"rewound": True, "fork_id": done.fork_id,
                                   "context_messages": len(done.messages)}
     if as_json:
-        json.dump(report, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(report, indent=2) + "\n")
         return 0
     for line in said:
         print(line, file=out)
@@ -427,8 +428,7 @@ def _show(report: dict[str, Any], plan: RewindPlan, as_json: bool, out: TextIO, 
           dry_run: bool) -> None:
     report["dry_run"] = dry_run
     if as_json:
-        json.dump(report, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(report, indent=2) + "\n")
         return
     files = report["files"]
     what = f"the files of session {plan.session_id} {plan.label}"

@@ -210,9 +210,9 @@ def test_an_unreachable_endpoint_is_reported_fast_with_the_hint(
     print(f"unreachable endpoint reported after {elapsed:.2f} s ({backend}, process start "
           "to exit)")
     assert code == 1 and out == ""
-    assert failure_line(err) == (f"Cannot reach the model endpoint {url}: connection refused. "
-                                 "Is the server running? Check --base-url (or "
-                                 "$OPENAI_BASE_URL).")
+    assert failure_line(err).startswith(f"Cannot reach the model endpoint {url}: connection "
+                                        "refused. Is the server running? Check --base-url (or "
+                                        "$OPENAI_BASE_URL). (nothing was answered")
 
 
 def test_a_steady_answer_longer_than_llm_timeout_completes(
@@ -236,6 +236,7 @@ def test_a_server_silent_past_llm_timeout_fails_with_one_line(
         code, out, err = run(server.base_url, "gemma4", backend, memory_dir, project,
                              "--llm-timeout", "1", prompt="Count.")
     assert code == 1 and out == ""
-    assert failure_line(err) == (
+    assert failure_line(err).startswith(
         f"The model endpoint {server.base_url} gave no answer in time: the answer stopped "
-        "for 1 s: after 2 chunks. Raise --llm-timeout if the model pauses that long.")
+        "for 1 s: after 2 chunks. Raise --llm-timeout if the model pauses that long. "
+        "(nothing was answered")

@@ -8,6 +8,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 from actors.core.config import Mode
 from actors.core.errors import ProjectMismatch, SessionArchived, SessionLocked
 from actors.core.events import (
+    ApprovalRequest,
     CompactionState,
     Notice,
     SessionOpened,
@@ -297,8 +299,10 @@ async def test_accept_edits_still_asks_for_shell(tmp_path: Path) -> None:
         settings = settings_for(tmp_path, server.base_url, mode=Mode.ACCEPT_EDITS)
         async with running(settings, recorder=Recorder(approve=False)) as (sup, rec):
             assert (await sup.run_turn("go")).ok
-    assert (settings.sandbox_dir / "a.txt").exists()
+    assert (settings.sandbox_dir / "a.txt").exists()  # the answer "no" to its showing: moot
     assert rec.approvals == ["run_bash: echo hi"]
+    [shown] = [e for e in rec.of(ApprovalRequest) if e.approved]  # the edit, shown
+    assert shown.tool == "write_file" and shown.arguments["path"] == "a.txt"
 
 
 async def test_tool_timeout_kills_the_command(tmp_path: Path) -> None:
@@ -502,3 +506,35 @@ async def test_two_opens_of_one_session_in_one_process(tmp_path: Path) -> None:
     [refusal] = refused
     assert "this process" in str(refusal)
     assert not store.is_leased_here(sid)
+
+
+async def test_mode_and_model_are_saved_and_restored_but_never_skip_permissions(
+    tmp_path: Path,
+) -> None:
+    with ScriptedServer([Reply("a"), Reply("b"), Reply("c"), Reply("d")]) as server:
+        settings = settings_for(tmp_path, server.base_url, mode=Mode.DEFAULT)
+        async with running(settings) as (sup, rec):
+            await sup.set_model("other:7b")
+            await sup.set_mode(Mode.ACCEPT_EDITS)
+            assert (await sup.run_turn("hi")).ok
+            sid = sup.session_id
+        assert server.requests[-1]["model"] == "other:7b"
+        async with running(settings, resume=sid) as (sup, rec):  # taken back
+            opened = await rec.wait_for(SessionOpened)
+            assert (opened.mode, opened.model) == ("acceptEdits", "other:7b")
+            await sup.set_mode(Mode.SKIP_PERMISSIONS)
+            assert (await sup.run_turn("again")).ok
+        assert server.requests[-1]["model"] == "other:7b"
+        async with running(settings, resume=sid) as (sup, rec):  # never silently
+            opened = await rec.wait_for(SessionOpened)
+            assert opened.mode == "default"
+            notice = await rec.wait_for(Notice, lambda n: "dangerouslySkip" in n.text)
+            assert "runs in default now" in notice.text
+            assert (await sup.run_turn("once more")).ok
+        chosen = replace(settings, model="cli-model", mode=Mode.ACCEPT_EDITS,
+                         chosen=frozenset({"model", "mode"}))
+        async with running(chosen, resume=sid) as (sup, rec):  # the command line wins
+            opened = await rec.wait_for(SessionOpened)
+            assert (opened.mode, opened.model) == ("acceptEdits", "cli-model")
+            assert (await sup.run_turn("last")).ok
+        assert server.requests[-1]["model"] == "cli-model"

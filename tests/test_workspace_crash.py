@@ -139,7 +139,7 @@ def test_kill_during_a_snapshot_loses_nothing_and_every_point_still_rewinds(
         assert "made.txt" in after_command and "notes.txt" not in after_command
         result = _resume(session, server, "Fourth")
         assert result.returncode == 0, result.stderr
-        assert "1 interrupted tool call(s) recovered" in result.stderr
+        assert "1 interrupted tool call was answered as interrupted" in result.stderr
     assert listing(session.project) == after_command  # a snapshot never writes a file
     for to, files in ((session.first, "first"), (session.second, "second")):
         result = session.run("--rewind", session.id, "--to", str(to), "--files")

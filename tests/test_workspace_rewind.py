@@ -129,7 +129,11 @@ def test_user_mistakes_exit_2_with_one_line(session: Session,
          f"{', '.join(map(str, session.numbers))}."),
         (["--rewind", session.id, "--to", str(first)], "Say what to rewind"),
         (["--rewind", session.id, "--files"], "needs --to N"),
-        (["--to", str(first), "--files"], "go(es) with --rewind ID"),
+        (["--to", str(first), "--files"], "--to and --files/--conversation/--both go with "
+         "--rewind ID"),
+        (["--dry-run"], "--dry-run goes with --rewind ID"),
+        (["--rewind", session.id, "--to", "99", "--files"], f"Session {session.id} has no "
+         "message 99 (its messages are numbered 1 to"),
         (["--rewind", "nosuchsession", "--to", "2", "--files"], "nosuchsession"),
         (["--rewind", session.id, "--undo"], "has no rewind of files to undo"),
     ]

@@ -88,6 +88,8 @@ class Settings:
     preflight: bool = False  # check the endpoint in the background at start (the REPL does)
     auto_title: bool = False  # ask the model for a title after the first answer (the REPL does)
     retry_backoff: float = field(default_factory=default_retry_backoff)
+    chosen: frozenset[str] = frozenset()  # "mode", "model": given on the command line (they
+    # then win over what a resumed session saved)
     workspace_snapshots: bool = True  # snapshot the project's files (rewind of files)
     snapshot_retention_days: float = 30.0  # older snapshots are collected (each session's
     # newest is kept)

@@ -19,6 +19,11 @@ INTERRUPTED_NOTICE = "Execution interrupted; outcome unknown. Inspect state befo
 NOT_STARTED_NOTICE = (
     "Not executed: the session stopped before this call started. Safe to retry."
 )
+NO_ANSWER_NOTICE = "[No answer: the request for the message above failed or was interrupted.]"
+"""The assistant's place after a user message that got no answer, written when the next
+message is sent: the request then carries no two user messages in a row."""
+PINNED_PREFIX = "[pinned instruction] "
+"""What a ``\\pin`` puts before its text in the user's role (an instruction, no question)."""
 
 
 SHOWN = "shown"

@@ -61,6 +61,7 @@ class ModelRequest:
     small_tools: list[dict[str, Any]] | None = None
     """Sent instead of ``tools`` once the server is known to hold a small context (at most
     :data:`~actors.core.budget.SMALL_CONTEXT_TOKENS`): the compact schemas."""
+    model: str | None = None  # the model to ask (None: the client's); \\model changes it
 
 
 @dataclass

@@ -176,6 +176,13 @@ class ModelClient:
         a test on a virtual clock, whose deadlines would jump over the worker thread)."""
         return await self._connect()
 
+    async def close(self) -> None:
+        """Close the endpoint's clients, if they were made: the actor does at its end; a
+        client used without it (for :meth:`list_models`) is closed by its user."""
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            await connection.aclose()
+
     async def _connect(self) -> Connection:
         """The endpoint's connection (:mod:`actors.model._connection`), made once, on first
         use, in a worker thread; a caller that comes meanwhile waits for it (the warm-up and
@@ -382,12 +389,13 @@ class ModelClient:
         """The request's JSON body; ``encoded`` holds its messages. What comes around them
         is encoded again only when it changed (:func:`~actors.model._body.frame`)."""
         tools = self._tools_for(request)
-        key = (tools, self.model, self._include_usage, request.temperature,
+        model = request.model or self.model
+        key = (tools, model, self._include_usage, request.temperature,
                request.max_tokens)
         cached = self._frame
         if cached is not None and all(map(operator.is_, cached[0], key)):
             return encoded.framed(cached[1])
-        head: dict[str, Any] = {"model": self.model}
+        head: dict[str, Any] = {"model": model}
         tail: dict[str, Any] = {"stream": True}
         if self._include_usage:
             tail["stream_options"] = {"include_usage": True}

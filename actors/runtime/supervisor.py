@@ -29,7 +29,7 @@ Cancellation:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
@@ -47,7 +47,7 @@ from actors.core.budget import (
     estimate_tools,
 )
 from actors.core.compaction import CompactionPlan, CompactResult, NoCompaction, split_point
-from actors.core.config import Settings
+from actors.core.config import Mode, Settings
 from actors.core.errors import (
     ActorGone,
     HarnessError,
@@ -66,17 +66,22 @@ from actors.core.events import (
     Notice,
     PlanningChanged,
     SessionOpened,
+    SettingsChanged,
     TitleChanged,
 )
 from actors.core.ids import new_session_id
 from actors.core.mailbox import ask
 from actors.core.messages import (
+    NO_ANSWER_NOTICE,
     NOT_STARTED_NOTICE,
+    PINNED_PREFIX,
     SHOWN,
+    Message,
     open_calls_at_end,
     tool_calls_of,
     tool_result,
 )
+from actors.core.previews import clean_title, own_user_text
 from actors.core.prompts import read_memory_notes, system_prompt
 from actors.core.stored import StoredMessages
 from actors.core.titles import provisional_title
@@ -133,6 +138,58 @@ def latest_session_of(store: Store, project_root: str) -> str:
     raise UsageError(f"No saved session for this project ({project_root}) to continue.")
 
 
+def _restored_choices(settings: Settings, mode: str, model: str
+                      ) -> tuple[Mode, str, str | None]:
+    """The mode and the model a resumed session runs with: what it saved, unless the
+    command line chose (``--mode``, ``--model``); dangerouslySkipPermissions is never taken
+    back silently (the notice says how). The notice, if any."""
+    chosen_model = model if model and "model" not in settings.chosen else settings.model
+    if not mode or "mode" in settings.chosen or mode == settings.mode.value:
+        return settings.mode, chosen_model, None
+    try:
+        saved = Mode(mode)
+    except ValueError:
+        return settings.mode, chosen_model, None
+    if saved is Mode.SKIP_PERMISSIONS:
+        return settings.mode, chosen_model, (
+            f"This session last ran in {saved.value}; it runs in {settings.mode.value} now "
+            f"(\\mode {saved.value} to go back, or --mode on the command line).")
+    return saved, chosen_model, None
+
+
+def _not_closed_cleanly(session_id: str, recovered: int) -> str:
+    if recovered == 0:
+        return f"Session {session_id} was not closed cleanly; no tool call was left open."
+    calls = "1 interrupted tool call was" if recovered == 1 else (
+        f"{recovered} interrupted tool calls were")
+    return (f"Session {session_id} was not closed cleanly; {calls} answered as interrupted "
+            "(nothing was run again).")
+
+
+def _unanswered(messages: Sequence[Message]) -> bool:
+    """Whether the context ends with a message the user typed that got no answer (its
+    request failed, or was interrupted before any text came)."""
+    if not messages:
+        return False
+    if isinstance(messages, StoredMessages) and messages.role(len(messages) - 1) != "user":
+        return False  # read from the stored text: nothing parsed
+    last = messages[-1]
+    text = own_user_text(last)
+    return text is not None and not str(last.get("content") or "").startswith(PINNED_PREFIX)
+
+
+def _nothing_to_keep(messages: Sequence[Message]) -> bool:
+    """Whether ``messages`` hold no answer of the model (a tool call is one) and no pin:
+    nothing but messages that failed."""
+    for m in messages:
+        content = m.get("content")
+        if m.get("role") == "assistant" and content != NO_ANSWER_NOTICE:
+            return False
+        if isinstance(content, str) and content.startswith(PINNED_PREFIX):
+            return False
+    return True
+
+
 @dataclass
 class _Compaction:
     """The compaction in flight (at most one at a time)."""
@@ -183,6 +240,12 @@ class Supervisor:
         self._created = False  # this run created the session (removed if nothing was typed)
         self._title_source = ""  # where the title came from (actors.core.titles)
         self._titling: Turn | None = None  # the title call in flight, if any
+        self._last_failed = False  # the last turn failed (not interrupted, not answered)
+        # The permission mode and the model in force: the run's settings, or what a resumed
+        # session saved (\\mode, \\model change them; saved in the context's state).
+        self._mode = settings.mode
+        self._model = settings.model
+        self._choice_notice: str | None = None  # a saved choice that was not restored
         # The user's message of the running turn until it is saved: (what the model gets,
         # what the user typed), for what follows its checkpoint (_save_step).
         self._typed: tuple[str, str] | None = None
@@ -230,12 +293,12 @@ class Supervisor:
                     await self._events.send(opened)
                     for line in self._rewind_said:
                         await self.notify(line, "warning")
+                    if self._choice_notice:
+                        await self.notify(self._choice_notice, "warning")
                     if opened.crashed_before or opened.recovered_calls:
-                        await self.notify(
-                            f"Session {session_id} was not closed cleanly; "
-                            f"{opened.recovered_calls} interrupted tool call(s) recovered.",
-                            "warning",
-                        )
+                        await self.notify(_not_closed_cleanly(session_id,
+                                                              opened.recovered_calls),
+                                          "warning")
                     await self._events.send(PlanningChanged(self._context.planning.render()))
                     await self._gauge()
                     for warning in await anyio.to_thread.run_sync(
@@ -265,9 +328,11 @@ class Supervisor:
         )
         self._created = True
         self._context.messages = messages
+        self._context.mode, self._context.model = self._mode.value, self._model
         self._store.checkpoint(self.session_id, messages, state=self._context.state())
         self._context.saved_len = len(messages)
-        return SessionOpened(self.session_id, "", resumed=False, context_messages=len(messages))
+        return SessionOpened(self.session_id, "", resumed=False, context_messages=len(messages),
+                             mode=self._mode.value, model=self._model)
 
     def _resume(self, project_root: str) -> SessionOpened:
         info = self._store.info(self.session_id)
@@ -284,6 +349,9 @@ class Supervisor:
         recovered = self._store.info(self.session_id).transcript_messages - before
         self._context = WorkingContext.restored(messages, info.state,
                                                 overhead=estimate_tools(self._tools))
+        self._mode, self._model, self._choice_notice = _restored_choices(
+            self._settings, self._context.mode, self._context.model)
+        self._context.mode, self._context.model = self._mode.value, self._model
         self._title_source = info.title_source
         self._store.update(self.session_id, status="active")
         recent = self._store.recent_messages(self.session_id, REPLAY_MESSAGES)
@@ -293,6 +361,7 @@ class Supervisor:
             crashed_before=info.status == "active",  # we hold the lease: its holder died
             saved_approvals=tuple(str(r) for r in info.state.get("approvals", [])),
             recent=tuple(recent), parent_id=info.parent_id, fork_point=info.fork_point,
+            mode=self._mode.value, model=self._model,
         )
 
     def _rewinds_at_open(self, *, resumed: bool) -> bool:
@@ -306,10 +375,13 @@ class Supervisor:
 
     def _finish(self, status: str) -> None:
         """Shutdown writes (the actors are gone): recover, fallback summary, usage, status.
-        A session this run created in which nothing was typed is removed instead."""
+        A session this run created in which nothing was typed, or whose messages all failed
+        (no answer, no pin; its last turn failed: not interrupted), is removed instead: it
+        is no work to go back to, and ``--continue`` would pick it."""
         if self._created:
             with contextlib.suppress(HarnessError):
-                if self._store.info(self.session_id).user_messages == 0:
+                if (self._store.info(self.session_id).user_messages == 0
+                        or (self._last_failed and _nothing_to_keep(self._context.messages))):
                     self._store.delete(self.session_id)
                     return
         with contextlib.suppress(HarnessError):
@@ -331,7 +403,7 @@ class Supervisor:
         files_send, files_receive = anyio.create_memory_object_stream[Request](32)
         workspace = WorkspaceClient(files_send)
         model = ModelClient(base_url=settings.base_url, api_key=settings.api_key,
-                            model=settings.model, timeout=settings.llm_timeout,
+                            model=self._model, timeout=settings.llm_timeout,
                             first_token_timeout=settings.llm_first_token_timeout,
                             total_timeout=settings.llm_total_timeout,
                             answer_limit=settings.max_answer_bytes,
@@ -343,7 +415,7 @@ class Supervisor:
                                 else estimate_fixed(self._context.messages, self._small_tools)),
                             retry=RetryPolicy(first_backoff=settings.retry_backoff))
         executor = ToolExecutor(
-            mode=settings.mode, timeout=settings.tool_timeout,
+            mode=self._mode, timeout=settings.tool_timeout,
             max_output_bytes=settings.max_output_bytes, sandbox=settings.sandbox_dir,
             memory_dir=settings.memory_dir, store=self._store,
             writer=CheckpointClient(writer_send.clone(), self.session_id),
@@ -472,6 +544,7 @@ class Supervisor:
             self._answer_unstarted_calls()
             await self._after_turn()
         result.usage = self._context.usage.minus(before)
+        self._last_failed = result.outcome in ("failed", "limit")
         if result.ok:
             self._start_title(shown or text, result.text)
         return result
@@ -481,6 +554,8 @@ class Supervisor:
         message = {"role": "user", "content": text}
         if shown is not None and shown != text:
             message[SHOWN] = shown
+        if _unanswered(context.messages):  # the last message failed: say so in its place
+            context.messages.append({"role": "assistant", "content": NO_ANSWER_NOTICE})
         context.messages.append(message)
         self._typed = (text, shown or text)  # saved with the first request (_ask_model)
         try:
@@ -538,7 +613,7 @@ class Supervisor:
             # A batch of reads is run at once and its answer saved with its results, in one
             # commit, with the next request; any other batch's answer is saved first, with
             # its calls recorded as planned (see tool_executor.without_effects).
-            answer_saved = not without_effects(calls, self._settings.mode)
+            answer_saved = not without_effects(calls, self._mode)
             if answer_saved:
                 await self._checkpoint(planned_calls=True)
             batch = await self._run_tools(turn, calls, answer_saved=answer_saved)
@@ -594,7 +669,8 @@ class Supervisor:
                     ) -> Callable[[MemoryObjectSendStream[Any]], ModelRequest]:
             return lambda reply: ModelRequest(messages, reply, tools=tools, turn=turn,
                                               events=self._events, saved=saved,
-                                              small_tools=self._small_tools)
+                                              small_tools=self._small_tools,
+                                              model=self._model)
 
         if self._context.saved_len == len(context):
             outcome: ModelOutcome = await ask(inbox, request(None), "model client")
@@ -632,7 +708,7 @@ class Supervisor:
         failure: HarnessError | None = None
         try:
             batch = await ask(inbox, lambda reply: ToolBatch(calls, turn, allowed, reply,
-                                                             answer_saved),
+                                                             answer_saved, self._mode),
                               "tool executor")
         finally:
             # Interruption recovery, shielded: no call stays without a result.
@@ -766,7 +842,8 @@ class Supervisor:
         try:
             await pending.announced.wait()
             plan: CompactAnswer = await ask(
-                inbox, lambda reply: CompactRequest(snapshot, pending.job, reply), "compactor"
+                inbox, lambda reply: CompactRequest(snapshot, pending.job, reply, self._model),
+                "compactor",
             )
             result = await self._apply(plan)
         except ActorGone:
@@ -837,8 +914,11 @@ class Supervisor:
         return await self._running().workspace.interrupted()
 
     async def set_title(self, title: str) -> None:
-        """The user's title: it always wins (a title call still running cannot replace it)."""
-        title = title.strip()
+        """The user's title: it always wins (a title call still running cannot replace it).
+        Stored clean (one line, no terminal controls)."""
+        title = clean_title(title)
+        if not title:
+            raise UsageError("The title is empty.")
         self._title_source = "user"
         await self._running().writer.update(title=title)
         await self._events.send(TitleChanged(title, "user"))
@@ -871,7 +951,7 @@ class Supervisor:
         """Ask, count the cost (the supervisor owns usage), set the title unless the user set
         one, tell the front end."""
         try:
-            title, usage = await ask_for_title(inbox, user_text, answer_text, job)
+            title, usage = await ask_for_title(inbox, user_text, answer_text, job, self._model)
             if usage is not None:
                 self._context.usage.add(usage, self._settings.price_in, self._settings.price_out)
             state = self._context.state()
@@ -938,11 +1018,45 @@ class Supervisor:
             await self._running().writer.update(state=context.state())
         await self._events.send(ApprovalsChanged(tuple(context.approvals)))
 
+    async def set_mode(self, mode: Mode) -> None:
+        """``\\mode``: the permission mode from the next tool call on, saved with the
+        session (a resume keeps it, but for dangerouslySkipPermissions). Not during a
+        turn's batch: the executor takes it with the next batch."""
+        await self._set_choices(mode, self._model)
+
+    async def set_model(self, model: str) -> None:
+        """``\\model``: the model asked from the next request on (the conversation's, its
+        compactions' and its title's), saved with the session."""
+        if not model.strip():
+            raise UsageError("Which model? \\model NAME (\\model lists them).")
+        await self._set_choices(self._mode, model.strip())
+
+    async def _set_choices(self, mode: Mode, model: str) -> None:
+        context = self._context
+        async with self._context_lock:
+            self._mode, self._model = mode, model
+            context.mode, context.model = mode.value, model
+            await self._running().writer.update(state=context.state())
+        await self._events.send(SettingsChanged(mode.value, model))
+
+    async def models(self) -> list[str]:
+        """The models the endpoint lists (empty when it lists none or cannot be reached,
+        within a few seconds), asked by a client of its own (the model client actor is
+        never touched from outside). Cancellation closes that client."""
+        settings = self._settings
+        client = ModelClient(base_url=settings.base_url, api_key=settings.api_key,
+                             model=self._model, timeout=settings.llm_timeout)
+        try:
+            return await client.list_models()
+        finally:
+            with anyio.move_on_after(SHUTDOWN_SECONDS, shield=True):
+                await client.close()
+
     async def pin(self, text: str) -> None:
         """Keep ``text`` verbatim in the context across compactions (and tell the model now)."""
         self._context.pinned.append(text.strip())
         self._context.messages.append(
-            {"role": "user", "content": f"[pinned instruction] {text.strip()}"}
+            {"role": "user", "content": PINNED_PREFIX + text.strip()}
         )
         await self._checkpoint()
 

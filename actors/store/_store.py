@@ -52,7 +52,7 @@ from actors.core.messages import (
     to_plain,
     tool_result,
 )
-from actors.core.previews import latest_user_text, one_line, own_user_text
+from actors.core.previews import latest_user_text, one_line, own_user_text, typed_with_labels
 from actors.core.stored import StoredMessages
 from actors.core.titles import SOURCES, provisional_title
 from actors.store import (
@@ -947,9 +947,12 @@ class Store:
         state: dict[str, Any] | None = None,
         title_source: str | None = None,
         preview: str | None = None,
+        touch: bool | None = None,
     ) -> None:
         """Set the given metadata fields (None: unchanged) in one transaction. Archiving,
-        renaming and summaries count as updates (``updated_at`` moves).
+        renaming and summaries count as updates (``updated_at`` moves; ``touch`` says
+        otherwise); the status, the state, the project and the preview alone do not: opening
+        and closing a session leaves when it was last used as it was.
 
         A title is the user's unless ``title_source`` says otherwise; a summary becomes the
         listing's preview unless ``preview`` is given (previews follow the latest summary or
@@ -975,12 +978,14 @@ class Store:
         }
         with self._existing_lease(session_id), self.db.write(session_id) as conn:
             row = _rows.session_row(conn, session_id)
+            if touch is None:
+                touch = title is not None or summary is not None or archived is not None
+            if touch:
+                values["updated_at"] = timestamp()
             if values:
                 assignments = ", ".join(f"{k} = ?" for k in values)
-                conn.execute(
-                    f"UPDATE sessions SET {assignments}, updated_at = ? WHERE rid = ?",
-                    (*values.values(), timestamp(), row.rid),
-                )
+                conn.execute(f"UPDATE sessions SET {assignments} WHERE rid = ?",
+                             (*values.values(), row.rid))
             if title is not None or summary is not None:
                 self.index.set_session_text(conn, row.rid, session_text(
                     row.title if title is None else title,
@@ -1000,12 +1005,13 @@ class Store:
                 if message.get("role") in {"user", "assistant"} and message.get("content") and (
                     message["role"] == "assistant" or own_user_text(message) is not None
                 ):
-                    excerpts.append(f"{message['role']}: {text_of(message)}")
+                    typed = typed_with_labels(message)  # never the files it sent
+                    excerpts.append(f"{message['role']}: {typed or text_of(message)}")
                     if len(excerpts) == FALLBACK_SUMMARY_EXCERPTS:
                         break
             summary = "\n".join(reversed(excerpts))[:FALLBACK_SUMMARY_CHARS]
             self.update(session_id, summary=summary or "Session ended without messages.",
-                        preview=info.preview)
+                        preview=info.preview, touch=False)
 
     def propose_title(self, session_id: str, title: str) -> bool:
         """Set a title the model proposed, unless the user has set one (checked in the same
@@ -1177,14 +1183,13 @@ class Store:
         self.index.copy_session(conn, row.rid, new)
         sets = ["context_len = ?"]
         args: list[Any] = [len(context)]
-        if not whole:
+        if not whole:  # the parent's summary tells what came after the cut: not the fork's
             typed = _branches.user_messages(conn, new, range(cut.end_seq + 1))
             latest = latest_user_text(context)
-            sets += ["user_messages = ?", "preview = ?"]
+            sets += ["user_messages = ?", "preview = ?", "summary = ''"]
             args += [len(typed), one_line(latest) if latest else ""]
             summaries = [c["summary"] for c in _rows.compactions(conn, new)]
-            self.index.set_session_text(conn, new, session_text(row.title, row.summary,
-                                                                summaries))
+            self.index.set_session_text(conn, new, session_text(row.title, "", summaries))
         conn.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE rid = ?", (*args, new))
         self._contexts.forget(new_id)
 

@@ -7,7 +7,7 @@ Kept apart from the commands themselves so that the commands living in modules o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -43,6 +43,10 @@ class Reply:
     prefill: str = ""  # text to put in the next prompt (\\rewind gives your message back)
 
 
+async def _no_models() -> list[str]:
+    return []
+
+
 @dataclass
 class CommandContext:
     """What a command may use: the supervisor's commands, the store to read other sessions,
@@ -54,4 +58,6 @@ class CommandContext:
     results: ResultLog = field(default_factory=ResultLog)
     reasoning: Callable[[], str] = lambda: ""  # the model's last reasoning
     project_root: str = ""  # this run's project (listings are scoped to it)
+    models: Callable[[], Awaitable[list[str]]] = _no_models  # the endpoint's (kept once asked)
+    endpoint: str = ""  # the base URL, for what \\model says
     settings: Settings | None = None  # this run's (\\doctor checks its endpoint)

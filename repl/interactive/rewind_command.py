@@ -28,7 +28,7 @@ from actors.store import UserMessage
 from repl.interactive import rewind_files as files_ui
 from repl.interactive.chooser import Chooser, Row
 from repl.interactive.command_context import CommandContext, Reply, SwitchSession
-from repl.interactive.picker import SessionPicker
+from repl.interactive.picker import SessionPicker, nothing_to_resume
 
 PREVIEW_CHARS = 900
 
@@ -112,8 +112,10 @@ async def resume(ctx: CommandContext, argument: str) -> Reply:
         if target == ctx.view.session_id:
             return Reply("That is this session.")
         raise SwitchSession(target)
-    picked = await SessionPicker(ctx.store, ctx.project_root or None,
-                                 current=ctx.view.session_id).run_async()
+    picker = SessionPicker(ctx.store, ctx.project_root or None, current=ctx.view.session_id)
+    if not await anyio.to_thread.run_sync(picker.chooser.first_rows):
+        return Reply(nothing_to_resume(ctx.project_root or None, other=True))
+    picked = await picker.run_async()
     if picked is None:
         return Reply("Staying in this session.")
     raise SwitchSession(picked.session_id)
