@@ -17,6 +17,7 @@ import pytest
 from actors.core.config import Mode
 from actors.core.errors import ProjectMismatch, SessionArchived, SessionLocked
 from actors.core.events import (
+    ApprovalRequest,
     Notice,
     SessionOpened,
     StreamRestarted,
@@ -247,6 +248,10 @@ async def test_accept_edits_still_asks_for_shell(tmp_path: Path) -> None:
             assert (await sup.run_turn("go")).ok
     assert (settings.sandbox_dir / "a.txt").exists()
     assert rec.approvals == ["run_bash: echo hi"]
+    asked = [e.call_id for e in rec.events if isinstance(e, ApprovalRequest)]
+    bash = [e.call_id for e in rec.events
+            if isinstance(e, ToolCallStarted) and e.name == "run_bash"]
+    assert asked == bash and asked[0]  # the question names the call it is about
 
 
 async def test_tool_timeout_kills_the_command(tmp_path: Path) -> None:

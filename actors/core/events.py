@@ -152,6 +152,7 @@ class ApprovalRequest:
     waiting and the call is reported as not executed. ``arguments`` are the call's validated
     arguments (for showing a diff or the full command); ``asks`` is the tool's own reason to
     be asked whatever the mode, if it gave one (such a call is never approved in advance).
+    ``call_id`` is the call's id, as its :class:`ToolCallStarted` gave it.
     """
 
     tool: str
@@ -159,6 +160,7 @@ class ApprovalRequest:
     reply: MemoryObjectSendStream[bool | Denied]
     arguments: dict[str, Any] = field(default_factory=dict)
     asks: str = ""
+    call_id: str = ""
 
 
 Event = (

@@ -320,7 +320,7 @@ class ToolExecutor:
         except ToolFailed as exc:
             return self._outcome(call, "failed", f"Error: {exc}")
         if reason or needs_approval(tool, self.mode):
-            approval = await self._approved(tool, args, reason)
+            approval = await self._approved(tool, args, reason, running.call_id)
             if approval is not True:
                 said = ""
                 if isinstance(approval, Denied) and approval.reason.strip():
@@ -377,7 +377,7 @@ class ToolExecutor:
                 session_id, call_id, group.pgid, group.leader_start_time))
 
     async def _approved(
-        self, tool: Tool, args: dict[str, Any], reason: str | None
+        self, tool: Tool, args: dict[str, Any], reason: str | None, call_id: str
     ) -> bool | Denied:
         """True if the user approved; False or a :class:`Denied` (with a reason) if not."""
         if not self._events.listening:
@@ -386,7 +386,7 @@ class ToolExecutor:
         async with reply_receive:
             description = _describe_call(tool.name, args) + (f" (asks: {reason})" if reason else "")
             request = ApprovalRequest(tool.name, description, reply_send, dict(args),
-                                      reason or "")
+                                      reason or "", call_id)
             if not await self._events.send(request):
                 reply_send.close()
                 return False
