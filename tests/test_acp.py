@@ -141,8 +141,9 @@ async def test_a_session_made_in_an_editor_goes_on_in_print_mode(
     caplog.set_level(logging.WARNING)
     editor, log = Editor(), tmp_path / "stderr"
     editor.answer = "always"
+    long = "Written: " + "ok " * 2000  # 2,000 updates: every one is out before the answer
     script = [Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "hi"})]),
-              Reply("Written."),
+              Reply(long),
               Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "ho"})]),
               Reply("Also written.")]
     with ScriptedServer(script) as server:
@@ -151,7 +152,7 @@ async def test_a_session_made_in_an_editor_goes_on_in_print_mode(
             sid = made.session_id
             done = await conn.prompt(session_id=sid, prompt=[text_block("write a.txt")])
             assert done.stop_reason == "end_turn"
-            assert editor.text(sid) == "Written."
+            assert editor.text(sid) == long
             await conn.prompt(session_id=sid, prompt=[text_block("and b.txt")])
             listed = await conn.list_sessions(cwd=str(project))
         assert proc.returncode == 0  # stdin closed: a clean end
