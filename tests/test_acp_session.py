@@ -14,6 +14,7 @@ import anyio
 import pytest
 from acp.schema import (
     AgentMessageChunk,
+    AgentPlanUpdate,
     AgentThoughtChunk,
     AllowedOutcome,
     EmbeddedResourceContentBlock,
@@ -32,8 +33,16 @@ from acp.schema import (
 
 from actors.core.compaction import pinned_message, summary_message
 from actors.core.config import Mode
-from actors.core.events import ContextGauge, Notice, ReasoningDelta, TextDelta, ToolCallStarted
+from actors.core.events import (
+    ContextGauge,
+    Notice,
+    PlanningChanged,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallStarted,
+)
 from actors.core.messages import SHOWN, tool_result
+from actors.core.planning import Planning
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from repl.acp.session import ServedSession
@@ -177,6 +186,18 @@ async def test_cancel_while_a_question_is_open_stops_the_turn(tmp_path: Path) ->
     assert messages[-1]["content"].count("Not executed") == 1
 
 
+@pytest.mark.anyio
+async def test_a_limit_says_why_the_turn_stopped(tmp_path: Path) -> None:
+    editor = Editor()
+    script = [Reply(tool_calls=[ToolCall("glob_files", {"pattern": "*"})])]
+    with ScriptedServer(script) as server:
+        async with served(tmp_path, server, editor, max_turns=1) as session:
+            result = await session.prompt("look", "look")
+    assert result.outcome == "limit"
+    last = editor.updates[-1]
+    assert isinstance(last, AgentMessageChunk) and "--max-turns" in last.content.text
+
+
 # -- the pure parts ------------------------------------------------------------------------
 
 
@@ -194,6 +215,22 @@ def test_events_become_updates(tmp_path: Path) -> None:
     assert start.locations[0].path == str(tmp_path / "src")  # type: ignore[index]
     odd = event_update(ToolCallStarted("c2", "mystery", "not json"), tmp_path)
     assert (odd.kind, odd.title, odd.raw_input) == ("other", "mystery", {})  # type: ignore[union-attr]
+
+
+def test_the_to_do_list_is_the_plan() -> None:
+    planning = Planning()
+    for text in ("read the parser", "fix it\nand its test", "run the tests", "drop it"):
+        planning.append(text)
+    planning.update(1, "done")
+    planning.update(2, "in_progress")
+    planning.update(4, "cancelled")
+    plan = event_update(PlanningChanged(planning.render()), Path("/p"))
+    assert isinstance(plan, AgentPlanUpdate)
+    assert [(e.content, e.status) for e in plan.entries] == [
+        ("read the parser", "completed"), ("fix it\nand its test", "in_progress"),
+        ("run the tests", "pending"), ("drop it", "completed")]
+    empty = event_update(PlanningChanged(Planning().render()), Path("/p"))
+    assert empty.entries == []  # type: ignore[union-attr]
 
 
 def test_a_saved_conversation_replays_as_it_was_typed(tmp_path: Path) -> None:

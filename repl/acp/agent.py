@@ -165,8 +165,6 @@ class HarnessAgent:
             result = await session.prompt(text, shown)
             if result.outcome == "failed":
                 raise RequestError(INTERNAL_ERROR, f"Turn failed: {result.text}")
-            if result.outcome == "limit":
-                log.warning("session %s: %s", session_id, result.text)
             return PromptResponse(stop_reason=STOP_REASONS[result.outcome])  # type: ignore[arg-type]
 
     async def cancel(self, session_id: str, **_: Any) -> None:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import anyio
 import anyio.abc
-from acp import Client, RequestError
+from acp import Client, RequestError, update_agent_message_text
 from acp.schema import AllowedOutcome, PermissionOption
 from anyio.streams.memory import MemoryObjectSendStream
 from pydantic import ValidationError
@@ -114,6 +114,9 @@ class ServedSession:
                     shown = prompt.shown if prompt.shown != prompt.text else None
                     result = await opened.sup.run_turn(prompt.text, shown=shown)
                     await opened.drain()  # every update of the turn is out before its answer
+                    if result.outcome == "limit":  # why it stopped, where the user looks
+                        log.warning("session %s: %s", self.id, result.text)
+                        await self._send(update_agent_message_text(f"\n\n[{result.text}]"))
                 finally:
                     self._asks = None
                     asks.cancel_scope.cancel()  # questions still open: denied

@@ -4,15 +4,16 @@
 One update per event that has an ACP counterpart: text and reasoning as message and thought
 chunks, a tool call as ``tool_call`` (its kind, a title, the file it touches, an edit's change
 as a diff) and its end as ``tool_call_update`` (completed, or failed with why: denied,
-interrupted, not started…, and the result's text), the title as ``session_info_update``, the
-context gauge as ``usage_update``. Notices, compaction and the planning list have none (they
-go to the log). A saved conversation (``session/load``) is replayed with the same updates, the
-user's messages as typed; the system prompt is left out, and a compaction's summary is a
-thought. Pure: no I/O.
+interrupted, not started…, and the result's text), the to-do list as ``plan``, the title as
+``session_info_update``, the context gauge as ``usage_update``. Notices and compaction have
+none (they go to the log). A saved conversation (``session/load``) is replayed with the same
+updates, the user's messages as typed; the system prompt is left out, and a compaction's
+summary is a thought. Pure: no I/O.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,22 +21,27 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from acp import (
+    plan_entry,
     start_tool_call,
     text_block,
     tool_content,
     tool_diff_content,
     update_agent_message_text,
     update_agent_thought_text,
+    update_plan,
     update_tool_call,
     update_user_message_text,
 )
 from acp.schema import (
     AgentMessageChunk,
+    AgentPlanUpdate,
     AgentThoughtChunk,
     ContentToolCallContent,
     Cost,
     EmbeddedResourceContentBlock,
     FileEditToolCallContent,
+    PlanEntry,
+    PlanEntryStatus,
     ResourceContentBlock,
     SessionInfoUpdate,
     TerminalToolCallContent,
@@ -55,6 +61,7 @@ from actors.core.data_tags import escape_attribute, escape_data
 from actors.core.events import (
     ContextGauge,
     Event,
+    PlanningChanged,
     ReasoningDelta,
     ReasoningRevealed,
     StreamRestarted,
@@ -69,7 +76,7 @@ from repl.headless import decoded
 
 Update = (
     UserMessageChunk | AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress
-    | SessionInfoUpdate | UsageUpdate
+    | AgentPlanUpdate | SessionInfoUpdate | UsageUpdate
 )
 
 KINDS: dict[str, ToolKind] = {
@@ -171,10 +178,34 @@ def event_update(event: Event, project: Path) -> Update | None:
         return finished(event.call_id, event.ok, event.output or event.preview, event.status)
     if isinstance(event, TitleChanged):
         return SessionInfoUpdate(session_update="session_info_update", title=event.title)
+    if isinstance(event, PlanningChanged):
+        return update_plan(plan_entries(event.todos))
     if isinstance(event, ContextGauge):
         return UsageUpdate(session_update="usage_update", used=event.tokens, size=event.budget,
                            cost=Cost(amount=event.cost_usd, currency="USD"))
     return None
+
+
+_TODO = re.compile(r"^\d+\. \[(\w+)\] (.*?)(?: \(retries: \d+\))?$")
+_PLAN_STATUS: dict[str, PlanEntryStatus] = {
+    "pending": "pending", "failed": "pending", "in_progress": "in_progress",
+    "done": "completed", "cancelled": "completed",
+}
+
+
+def plan_entries(todos: str) -> list[PlanEntry]:
+    """The to-do list (``PlanningChanged``: one ``N. [status] text`` line each, ``No
+    to-dos.`` when empty) as the entries of an ACP plan; a failed to-do is open again, a
+    cancelled one closed."""
+    entries: list[PlanEntry] = []
+    for line in todos.splitlines():
+        found = _TODO.match(line)
+        if found is not None:
+            status = _PLAN_STATUS.get(found.group(1), "pending")
+            entries.append(plan_entry(found.group(2), status=status))
+        elif entries:  # a to-do's text on several lines
+            entries[-1].content += "\n" + line
+    return entries
 
 
 # -- a saved conversation ---------------------------------------------------------------
