@@ -41,7 +41,13 @@ from acp.stdio import spawn_agent_process
 
 from actors.core.messages import INTERRUPTED_NOTICE
 from actors.store import SessionStore
-from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
+from actors.testing.scripted_server import (
+    Hang,
+    Reply,
+    ScriptedServer,
+    ToolCall,
+    tool_pairing_errors,
+)
 from tests.children import read_line
 from tests.clitools import REPO, harness
 from tests.runtime import pid_alive, wait_for
@@ -395,3 +401,26 @@ def test_stdin_closing_during_a_prompt_ends_the_agent_cleanly(
     with ScriptedServer([Reply("Free.")]) as server:  # the lease was released
         assert _print_mode(memory_dir, project, server, "--resume", sid,
                            "-p", "next").returncode == 0
+
+
+def test_sigterm_during_a_prompt_saves_and_answers_cancelled(
+    memory_dir: Path, project: Path
+) -> None:
+    with ScriptedServer([Hang()]) as server:
+        proc = _raw_agent(server, memory_dir, project)
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(_request(1, "session/new", cwd=str(project), mcpServers=[]))
+        proc.stdin.flush()
+        sid = json.loads(read_line(proc.stdout))["result"]["sessionId"]
+        proc.stdin.write(_request(2, "session/prompt", sessionId=sid,
+                                  prompt=[{"type": "text", "text": "wait"}]))
+        proc.stdin.flush()
+        server.wait_for_requests(1, timeout=15)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in err.decode()
+    answers = [json.loads(line) for line in out.splitlines()]
+    assert answers[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "cancelled"}}
+    store = SessionStore(memory_dir)
+    assert store.info(sid).status == "saved"
+    assert store.load_session(sid)["messages"][-1]["content"] == "wait"

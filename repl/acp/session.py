@@ -36,7 +36,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from pydantic import ValidationError
 
 from actors.core.config import Settings
-from actors.core.errors import ActorGone, HarnessError, UsageError
+from actors.core.errors import HarnessError, UsageError
 from actors.core.events import (
     ApprovalRequest,
     ApprovalsChanged,
@@ -106,7 +106,8 @@ class ServedSession:
             self.ended.set()
 
     async def _turn(self, opened: OpenSession, prompt: _Prompt) -> None:
-        result: TurnResult | HarnessError = ActorGone("The turn did not run.")
+        # stopped before the turn ended (the agent is stopping): the turn was interrupted
+        result: TurnResult | HarnessError = TurnResult("interrupted", "the agent stopped")
         try:
             async with anyio.create_task_group() as asks:
                 self._asks = asks
