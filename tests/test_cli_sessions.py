@@ -246,6 +246,9 @@ def test_export_json_and_markdown_then_import(
         (("-p", "x", "y"), "Give the prompt once"),
         (("--output-format", "json", "--list-sessions"), "--output-format goes with -p"),
         (("-r", "abc", "-c"), "Use either --resume or --continue"),
+        (("--acp", "-p", "x"), "--acp serves an editor, which picks the sessions; it cannot be "
+                               "combined with a prompt"),
+        (("--acp", "--list-sessions"), "cannot be combined with --list-sessions"),
     ],
 )
 def test_user_mistakes_exit_2_with_one_line(
