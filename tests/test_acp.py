@@ -180,6 +180,8 @@ async def test_a_session_made_in_an_editor_goes_on_in_print_mode(
     assert [(s.session_id, s.cwd) for s in listed.sessions] == [(sid, str(project))]
     info = SessionStore(memory_dir).info(sid)
     assert info.status == "saved" and info.project_root == str(project)
+    files = harness("--info", sid, "--files", memory_dir=memory_dir, cwd=project)
+    assert "a.txt" in files.stdout and "b.txt" in files.stdout  # snapshotted: undoable
     with ScriptedServer([Reply("Still here.")]) as server:
         result = _print_mode(memory_dir, project, server, "--resume", sid, "-p", "and now?")
         assert result.returncode == 0, result.stderr
