@@ -27,6 +27,7 @@ from actors.core.errors import HarnessError, UsageError
 from repl import startup
 from repl.lazy_store import LazyStore
 from repl.resume_target import PICK
+from repl.secrecy import refuse_secret_arguments
 
 if TYPE_CHECKING:
     from actors.store import Store
@@ -178,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="default: ask before edits and shell commands; acceptEdits: approve "
                      "edits inside the sandbox; dangerouslySkipPermissions: never ask")
     model = parser.add_argument_group("model endpoint")
-    model.add_argument("--base-url", default=default_base_url(),
+    model.add_argument("--base-url", default=None,
                        help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or "
                        "http://localhost:11434/v1); the key comes from $OPENAI_API_KEY")
     model.add_argument("--model", default=DEFAULT_MODEL, help="model name (default: gemma4)")
@@ -206,10 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     storage.add_argument("--memory-dir", type=Path, default=None, metavar="DIR",
                          help="memory notes and saved sessions (default: "
                          "$AGENT_HARNESS_MEMORY_DIR or ~/.agent-harness/memory)")
-    storage.add_argument("--store", metavar="URL", default=default_store_url(),
+    storage.add_argument("--store", metavar="URL", default=None,
                          help="keep sessions in the PostgreSQL database postgresql://… to share "
                          "them between machines (default: $AGENT_HARNESS_STORE, else SQLite in "
-                         "the memory directory; 'sqlite' forces SQLite)")
+                         "the memory directory; 'sqlite' forces SQLite); its password goes in "
+                         "$AGENT_HARNESS_STORE's URL or ~/.pgpass, never on the command line")
     sessions = parser.add_argument_group("session commands (no model needed)")
     commands = sessions.add_mutually_exclusive_group()
     commands.add_argument("--list-sessions", action="store_true",
@@ -285,9 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(
         memory_dir=(args.memory_dir or default_memory_dir()).expanduser(),
-        store_url=args.store,
+        store_url=args.store if args.store is not None else default_store_url(),
         sandbox_dir=(args.sandbox_dir or Path.cwd()).expanduser().resolve(),
-        base_url=args.base_url,
+        base_url=args.base_url if args.base_url is not None else default_base_url(),
         model=args.model,
         mode=Mode(args.mode),
         llm_timeout=args.llm_timeout,
@@ -441,6 +443,7 @@ def _rewind(args: argparse.Namespace, store: Store) -> int:
 
 
 def _check_combinations(args: argparse.Namespace) -> None:
+    refuse_secret_arguments(args.store, args.base_url)
     command = next((c for c in _SESSION_COMMANDS if getattr(args, c) not in (None, False)), None)
     if args.resume is not None and not args.resume.strip():
         raise UsageError("--resume needs a session id (see --list-sessions), or nothing to "
