@@ -44,6 +44,7 @@ from acp.schema import (
     SessionInfo,
     SessionListCapabilities,
     SessionResumeCapabilities,
+    StopReason,
 )
 
 from actors.core.config import Settings
@@ -58,7 +59,8 @@ from repl.acp.updates import PromptBlock, prompt_text
 log = logging.getLogger("harness.acp")
 
 PAGE = 100  # sessions per session/list answer
-STOP_REASONS = {"answered": "end_turn", "interrupted": "cancelled", "limit": "max_turn_requests"}
+STOP_REASONS: dict[str, StopReason] = {
+    "answered": "end_turn", "interrupted": "cancelled", "limit": "max_turn_requests"}
 
 
 def _version() -> str:
@@ -165,7 +167,7 @@ class HarnessAgent:
             result = await session.prompt(text, shown)
             if result.outcome == "failed":
                 raise RequestError(INTERNAL_ERROR, f"Turn failed: {result.text}")
-            return PromptResponse(stop_reason=STOP_REASONS[result.outcome])  # type: ignore[arg-type]
+            return PromptResponse(stop_reason=STOP_REASONS[result.outcome])
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         """Abort the session's running turn (a notification: nothing is answered)."""
