@@ -23,6 +23,7 @@ from acp import Agent
 from acp.agent.connection import AgentSideConnection
 
 from actors.core.config import Settings
+from actors.core.errors import UsageError
 from actors.store import Store
 from repl.acp.agent import HarnessAgent
 from repl.acp.transport import StdioTransport, claim_stdio
@@ -54,29 +55,33 @@ def _log_to_stderr() -> None:
 async def _serve(settings: Settings, store: Store, protocol_in: int, protocol_out: int) -> int:
     async with run_signals() as signals:
         with signals.scope:
-            transport = await StdioTransport.open(protocol_in, protocol_out)
             try:
-                async with anyio.create_task_group() as sessions:
-                    agent = HarnessAgent(settings, store, sessions)
-                    transport.at_end = agent.abort_all
-                    # The methods the harness does not serve are left out: the SDK answers
-                    # them "method not found" (its Agent protocol lists every method).
-                    connection = AgentSideConnection(cast(Agent, agent), transport,
-                                                     listening=False, use_unstable_protocol=True)
-                    try:
-                        await connection.listen()  # until stdin is closed
-                    finally:
-                        with anyio.CancelScope(shield=True):
-                            await agent.close_all()
-            finally:
-                with anyio.move_on_after(CLOSE_SECONDS, shield=True):
-                    await transport.close()
+                transport = await StdioTransport.open(protocol_in, protocol_out)
+            except (OSError, ValueError) as exc:
+                raise UsageError(f"--acp needs the editor's stdin and stdout ({exc}).") from None
+            async with anyio.create_task_group() as sessions:
+                agent = HarnessAgent(settings, store, sessions)
+                transport.at_end = agent.abort_all
+                # The methods the harness does not serve are left out: the SDK answers them
+                # "method not found" (its Agent protocol lists every method).
+                connection = AgentSideConnection(cast(Agent, agent), transport,
+                                                 listening=False, use_unstable_protocol=True)
+                try:
+                    await connection.listen()  # until stdin ends
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await agent.close_all()  # each session saved, its lease released
+                        with anyio.move_on_after(CLOSE_SECONDS):
+                            await connection.close()  # the last answers written first
     return 1 if signals.stopping else 0
 
 
 def run_acp(settings: Settings, store: Store) -> int:
     """Serve ACP on stdin and stdout (see the module doc)."""
-    protocol_in, protocol_out = claim_stdio()
+    try:
+        protocol_in, protocol_out = claim_stdio()
+    except OSError as exc:  # no stdin or stdout at all
+        raise UsageError(f"--acp needs the editor's stdin and stdout ({exc}).") from None
     _log_to_stderr()
     return anyio.run(partial(_serve, settings, store, protocol_in, protocol_out),
                      backend="asyncio")

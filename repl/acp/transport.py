@@ -110,7 +110,10 @@ class _PipeOut:
         self._transport.write(data)
         await self._writing.drained()
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        """Close once what was written has left (the last answers reach the client)."""
+        self._transport.set_write_buffer_limits(high=0)  # paused until the buffer is empty
+        await self._writing.drained()
         self._transport.close()
 
 
@@ -134,10 +137,11 @@ class _FileOut:
             except OSError:
                 self.gone = True
 
-    def close(self) -> None:
-        if not self.gone:
-            self.gone = True
-            os.close(self._fd)
+    async def close(self) -> None:
+        async with self._lock:  # after the write in progress
+            if not self.gone:
+                self.gone = True
+                os.close(self._fd)
 
 
 def _feed_from_thread(fd: int, reader: asyncio.StreamReader) -> None:
@@ -294,4 +298,5 @@ class StdioTransport:
             return _OVERLONG
 
     async def close(self) -> None:
-        self._out.close()
+        """Close the output once what was sent has been written."""
+        await self._out.close()
