@@ -426,3 +426,21 @@ def test_sigterm_during_a_prompt_saves_and_answers_cancelled(
     store = SessionStore(memory_dir)
     assert store.info(sid).status == "saved"
     assert store.load_session(sid)["messages"][-1]["content"] == "wait"
+
+
+@pytest.mark.parametrize("closed", ["<&-", ">&-"])
+def test_started_without_stdin_or_stdout_is_a_usage_mistake(
+    memory_dir: Path, project: Path, closed: str
+) -> None:
+    """fd 0 or 1 closed at the start may be the store's file by now: never taken."""
+    store = SessionStore(memory_dir)
+    sid = store.create_session(messages=[{"role": "system", "content": "s"}])
+    result = subprocess.run(
+        ["sh", "-c", f'exec "$0" -m repl --acp {closed}', sys.executable], cwd=project,
+        env={**os.environ, **_env(memory_dir)}, stdin=subprocess.DEVNULL,
+        capture_output=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.decode().strip() == (
+        "harness: --acp needs the editor's stdin and stdout (it was started without stdin "
+        "or stdout).")
+    assert SessionStore(memory_dir).info(sid).id == sid

@@ -81,7 +81,8 @@ def run_acp(settings: Settings, store: Store) -> int:
     try:
         protocol_in, protocol_out = claim_stdio()
     except OSError as exc:  # no stdin or stdout at all
-        raise UsageError(f"--acp needs the editor's stdin and stdout ({exc}).") from None
+        raise UsageError(f"--acp needs the editor's stdin and stdout ({exc.strerror}).") \
+            from None
     _log_to_stderr()
     return anyio.run(partial(_serve, settings, store, protocol_in, protocol_out),
                      backend="asyncio")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -51,7 +52,11 @@ _OVERLONG = b"(a line over the limit)"  # compared by identity
 
 def claim_stdio() -> tuple[int, int]:
     """(the protocol's input, its output): duplicates of fds 0 and 1, which then read
-    ``/dev/null`` and write to stderr. The duplicates are not inherited by children."""
+    ``/dev/null`` and write to stderr. The duplicates are not inherited by children.
+    :class:`OSError` when the process started without one of them (its number may have been
+    given to another file since: the store's, which must not be taken)."""
+    if sys.__stdin__ is None or sys.__stdout__ is None:
+        raise OSError(errno.EBADF, "it was started without stdin or stdout")
     sys.stdout.flush()
     protocol_in, protocol_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)
