@@ -103,6 +103,7 @@ class ServedSession:
                     log.error("session %s: %s: %s", self.id, type(exc).__name__, exc)
         finally:
             self._inbox.close()
+            self._requests.close()
             self.ended.set()
 
     async def _turn(self, opened: OpenSession, prompt: _Prompt) -> None:
