@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from actors.core.config import (
+    DEFAULT_FIRST_TOKEN_TIMEOUT,
+    DEFAULT_LLM_TIMEOUT,
+    DEFAULT_MAX_ANSWER_BYTES,
     DEFAULT_MODEL,
     Mode,
     Settings,
@@ -183,8 +186,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or "
                        "http://localhost:11434/v1); the key comes from $OPENAI_API_KEY")
     model.add_argument("--model", default=DEFAULT_MODEL, help="model name (default: gemma4)")
-    model.add_argument("--llm-timeout", type=_positive_float, default=120.0, metavar="S",
-                       help="seconds for one model request, retries included (default: 120)")
+    model.add_argument("--llm-timeout", type=_positive_float, default=DEFAULT_LLM_TIMEOUT,
+                       metavar="S", help="the longest silence of the endpoint once an answer "
+                       "began, in seconds: a slow, steady answer is never cut (default: 120)")
+    model.add_argument("--llm-first-token-timeout", type=_positive_float,
+                       default=DEFAULT_FIRST_TOKEN_TIMEOUT, metavar="S",
+                       help="seconds an answer may take to begin (a local model reads a long "
+                       "prompt first; default: 600, never below --llm-timeout)")
+    model.add_argument("--llm-total-timeout", type=_positive_float, default=None, metavar="S",
+                       help="a limit on one whole model request, retries included (default: "
+                       "none)")
     limits = parser.add_argument_group("limits")
     limits.add_argument("--tool-timeout", type=_positive_float, default=120.0, metavar="S",
                         help="seconds for one tool call (default: 120)")
@@ -198,6 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="price per 1k prompt tokens (default: 0)")
     limits.add_argument("--price-out", type=_price, default=0.0, metavar="USD",
                         help="price per 1k completion tokens (default: 0)")
+    limits.add_argument("--max-answer-bytes", type=_positive_int,
+                        default=DEFAULT_MAX_ANSWER_BYTES, metavar="N",
+                        help="the most text, reasoning and tool-call arguments one answer may "
+                        "bring; more is cut as it arrives (default: 4194304, 4 MiB)")
     limits.add_argument("--max-context-tokens", type=_positive_int, default=24_000,
                         metavar="N", help="context budget in tokens (default: 24000)")
     limits.add_argument("--compact-threshold", type=_fraction, default=0.8, metavar="F",
@@ -239,8 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_argument("--compact", dest="compact_id", metavar="ID",
                           help="compact a session now (needs the model: one summary call)")
     commands.add_argument("--doctor", action="store_true",
-                          help="check the session store: integrity, search index, every "
-                          "session, lock files, older records")
+                          help="check the session store (integrity, search index, every "
+                          "session, lock files, older records) and the model endpoint "
+                          "(reachable, the model, tool calls, its context)")
     sessions.add_argument("--all", dest="all_projects", action="store_true",
                           help="with --list-sessions/--search/--resume: every project's "
                           "sessions, with a project column")
@@ -293,6 +309,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         model=args.model,
         mode=Mode(args.mode),
         llm_timeout=args.llm_timeout,
+        llm_first_token_timeout=args.llm_first_token_timeout,
+        llm_total_timeout=args.llm_total_timeout,
         tool_timeout=args.tool_timeout,
         max_turns=args.max_turns,
         max_tool_calls=args.max_tool_calls,
@@ -300,6 +318,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         price_in=args.price_in,
         price_out=args.price_out,
         max_context_tokens=args.max_context_tokens,
+        max_answer_bytes=args.max_answer_bytes,
         compact_threshold=args.compact_threshold,
         workspace_snapshots=not args.no_snapshots,
         snapshot_retention_days=args.snapshot_days,
@@ -531,7 +550,12 @@ def _main(argv: Sequence[str] | None) -> int:
                                               store_url=settings.store_url)
             from repl.files_report import doctor_snapshots
 
-            return max(checked, doctor_snapshots(settings, repair=args.repair))
+            worst = max(checked, doctor_snapshots(settings, repair=args.repair))
+            if not args.repair:  # a repair is the store's; the endpoint is only looked at
+                from repl.doctor_endpoint import doctor_endpoint
+
+                doctor_endpoint(settings)
+            return worst
         lazy_store = LazyStore(partial(open_store, settings))
         try:
             if not _store_after_the_prompt(args, settings):

@@ -168,7 +168,7 @@ async def test_5xx_is_retried_five_times_with_backoff() -> None:
         "crashed.")
 
 
-async def test_429_honours_retry_after_but_not_past_the_timeout() -> None:
+async def test_429_honours_retry_after_but_not_an_hour_of_it() -> None:
     with ScriptedServer([Fail(429, "slow down", retry_after=3), Reply("ok"),
                          Fail(429, "come back tomorrow", retry_after=86400)]) as server:
         first, second = await ask_model(server.base_url, requests=2)
@@ -266,13 +266,13 @@ async def test_a_bad_url_fails_at_once_with_the_fix(url: str, expected: str) -> 
     assert expected in assert_one_line(asked)
 
 
-async def test_a_hanging_endpoint_is_cut_at_the_timeout() -> None:
+async def test_a_stream_that_stalls_is_cut_after_llm_timeout_of_silence() -> None:
     with ScriptedServer([Hang(after_chunks=1)]) as server:
         asked = await ask_once(server.base_url, llm_timeout=0.5)
     assert isinstance(asked.outcome.error, EndpointTimeout)
     assert assert_one_line(asked) == (
-        f"The model endpoint {server.base_url} gave no answer in time: no complete answer "
-        "within 0.5 s. Raise --llm-timeout if the model is slow.")
+        f"The model endpoint {server.base_url} gave no answer in time: the answer stopped "
+        "for 0.5 s: after 1 chunk. Raise --llm-timeout if the model pauses that long.")
 
 
 # --------------------------------------------------------------------------- the actor lives
@@ -294,3 +294,14 @@ async def test_an_unexpected_exception_is_an_outcome_too() -> None:
         asked = await ask_once(server.base_url, messages=[{"role": "user", "content": {1, 2}}])
     assert isinstance(asked.outcome.error, ModelError)
     assert "unexpected error (TypeError)" in assert_one_line(asked)
+
+
+async def test_a_redirect_of_an_http_endpoint_is_one_line_not_followed() -> None:
+    """An http:// endpoint's client speaks no TLS and follows no redirect (so it never
+    talks TLS unverified); the redirect is reported, not taken."""
+    with ScriptedServer([Garbage("", content_type="text/html", status=301)]) as server:
+        asked = await ask_once(server.base_url)
+    assert isinstance(asked.outcome.error, RequestRefused) and asked.sleeps == []
+    assert assert_one_line(asked) == (
+        f"The model endpoint {server.base_url} refused the request: HTTP 301: redirected "
+        "to ?. Check --base-url.")

@@ -19,6 +19,7 @@ from actors.testing.scripted_server import (
     EndEarly,
     Fail,
     Garbage,
+    Hang,
     Reply,
     ScriptedServer,
     Step,
@@ -204,3 +205,29 @@ def test_an_unreachable_endpoint_is_reported_fast_with_the_hint(
     assert failure_line(err) == (f"Cannot reach the model endpoint {url}: connection refused. "
                                  "Is the server running? Check --base-url (or "
                                  "$OPENAI_BASE_URL).")
+
+
+def test_a_steady_answer_longer_than_llm_timeout_completes(
+    backend: str, memory_dir: Path, project: Path
+) -> None:
+    """--llm-timeout bounds silence: an answer streaming a word every 0.1 s for about 3 s
+    completes under --llm-timeout 1 (before, the limit was on the whole answer)."""
+    text = " ".join(f"w{n}" for n in range(30))
+    with ScriptedServer([Reply(text, chunk_delay=0.1)]) as server:
+        code, out, err = run(server.base_url, "gemma4", backend, memory_dir, project,
+                             "--llm-timeout", "1", prompt="Count.")
+        server.assert_done()
+    assert code == 0, err
+    assert out == text + "\n"
+
+
+def test_a_server_silent_past_llm_timeout_fails_with_one_line(
+    backend: str, memory_dir: Path, project: Path
+) -> None:
+    with ScriptedServer([Hang(after_chunks=2)]) as server:
+        code, out, err = run(server.base_url, "gemma4", backend, memory_dir, project,
+                             "--llm-timeout", "1", prompt="Count.")
+    assert code == 1 and out == ""
+    assert failure_line(err) == (
+        f"The model endpoint {server.base_url} gave no answer in time: the answer stopped "
+        "for 1 s: after 2 chunks. Raise --llm-timeout if the model pauses that long.")

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,8 +22,11 @@ from actors.model._assembly import Assembly, call_ids_in
 from actors.model._body import CHUNK, EncodedMessages
 from actors.model._connection import connect
 from actors.model._endpoint import Endpoint
+from actors.model._timeouts import Timeouts
 from actors.model._wire import stream_chat
 from tests.children import read_line
+
+LIMITS = Timeouts(60)  # how long the server may keep a request waiting
 
 
 def _turn(k: int) -> list[dict[str, Any]]:
@@ -211,16 +213,16 @@ async def test_a_long_body_is_sent_with_its_length_in_chunks(server_program: str
     encoded.update(_stored(messages))
     body = encoded.body({"model": "m"}, {"stream": True})
     assert len(body) > 8_000_000
-    client = connect(openai, base_url=server_program, api_key="test", timeout=60)
+    client = connect(base_url=server_program, api_key="test")
     endpoint, assembly = Endpoint(server_program, "m"), Assembly()
 
     async def ignore(piece: object) -> None:
         pass
 
-    await stream_chat(client, body, endpoint, Assembly(), ignore)  # the client warmed up
+    await stream_chat(client, body, endpoint, Assembly(), ignore, LIMITS)  # warmed up
     tracemalloc.start()
     try:
-        await stream_chat(client, body, endpoint, assembly, ignore)
+        await stream_chat(client, body, endpoint, assembly, ignore, LIMITS)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -17,6 +17,9 @@ from actors.core.messages import Message, tool_calls_of
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
+SMALL_CONTEXT_TOKENS = 8192
+"""A context of at most this many tokens (the budget, or what the server really holds) gets
+the compact system prompt and tool schemas (actors.core.prompts)."""
 
 
 def estimate_message(message: Message) -> int:

@@ -32,7 +32,6 @@ from actors.core.errors import (
 )
 from actors.model._endpoint import Endpoint
 from actors.model._http import http
-from actors.model._sdk import loaded
 
 SNIPPET = 160
 
@@ -183,16 +182,6 @@ def from_exception(exc: BaseException, endpoint: Endpoint, *, streaming: bool) -
     if isinstance(exc, ModelError):
         return exc
     url = endpoint.base_url
-    openai = loaded()  # an exception from the SDK means it is imported
-    status_error = getattr(openai, "APIStatusError", ())
-    if isinstance(exc, status_error):
-        response = exc.response
-        try:
-            body: Any = response.content
-        except Exception:  # the body could not be read: the SDK's parse is all there is
-            body = exc.body
-        return from_status(exc.status_code, body, endpoint,
-                           retry_after=retry_after_of(response))
     chain = _chain(exc)
     for link in chain:
         if isinstance(link, ConnectionRefusedError) or (
@@ -203,24 +192,27 @@ def from_exception(exc: BaseException, endpoint: Endpoint, *, streaming: bool) -
         if isinstance(link, socket.gaierror):
             return EndpointUnreachable("unknown host", snippet(str(link.strerror or link)),
                                        endpoint=url, hint="Check the host in --base-url.")
+    # Nothing listening (above) is told without importing the HTTP library: the model
+    # client asks before it makes its connection (actors.model._connection.listening).
+    for link in chain:
         if isinstance(link, http.UnsupportedProtocol | http.InvalidURL):
             return EndpointUnreachable("the URL is not usable", snippet(str(link)),
                                        endpoint=url, hint="Check --base-url.")
         if isinstance(link, http.ConnectTimeout):
             return EndpointUnreachable("no connection", "the server did not accept one in time",
                                        endpoint=url, hint=endpoint.unreachable_hint())
+    if isinstance(exc, http.HTTPStatusError):
+        response = exc.response
+        return from_status(response.status_code, response.content, endpoint,
+                           retry_after=retry_after_of(response))
     for link in chain:
         if isinstance(link, http.TimeoutException | TimeoutError):
             return EndpointTimeout("no answer", "the server stopped sending", endpoint=url)
-        connection = getattr(openai, "APIConnectionError", ())
-        if isinstance(link, (http.TransportError, OSError, connection)):
+        if isinstance(link, http.TransportError | OSError):
             detail = snippet(str(link)) or type(link).__name__
             if streaming or isinstance(link, http.RemoteProtocolError | http.ReadError):
                 return StreamBroken("the connection dropped", detail, endpoint=url)
             return StreamBroken("the connection failed", detail, endpoint=url)
-    if isinstance(exc, getattr(openai, "APIError", ())):
-        return InvalidResponse("the SDK could not read the answer",
-                               snippet(str(exc)), endpoint=url)
     name = type(exc).__name__
     return ModelError(f"unexpected error ({name})", snippet(str(exc)), endpoint=url)
 
@@ -238,6 +230,14 @@ def stream_error(payload: Any, endpoint: Endpoint, *, body: bool = False) -> Mod
     if code is None:
         return from_status(400 if body else 500, payload, endpoint, what=f"an error {where}")
     return from_status(code, payload, endpoint, what=f"error {code} {where}")
+
+
+def redirected(status: int, location: str, endpoint: Endpoint) -> RequestRefused:
+    """An HTTP redirect (an ``http://`` endpoint follows none): where to point instead."""
+    base = location.split("/chat/completions", 1)[0] if location else ""
+    hint = f"Use --base-url {base}" if base else "Check --base-url."
+    return RequestRefused(f"HTTP {status}", f"redirected to {snippet(location or '?')}",
+                          hint=hint, endpoint=endpoint.base_url, status=status)
 
 
 def broken(what: str, detail: str, endpoint: Endpoint) -> StreamBroken:

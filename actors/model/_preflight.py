@@ -22,24 +22,19 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from actors.model._endpoint import Endpoint, root_url
-from actors.model._http import http
 
 if TYPE_CHECKING:
-    import openai
+    from actors.model._connection import Connection
 
 LOOKUP_SECONDS = 3
 _NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)", re.M)
 
 
-async def get_json(client: openai.AsyncOpenAI, url: str, body: Any = None) -> Any:
+async def get_json(client: Connection, url: str, body: Any = None) -> Any:
     """GET (or POST ``body`` to) an absolute or relative URL; None if that fails."""
     with anyio.move_on_after(LOOKUP_SECONDS):
         try:
-            if body is None:
-                response = await client.get(url, cast_to=http.Response)
-            else:
-                response = await client.post(url, body=body, cast_to=http.Response)
-            return response.json()
+            return (await client.fetch(url, body)).json()
         except Exception:  # no such endpoint, not JSON, refused: nothing learned
             return None
     return None
@@ -49,7 +44,7 @@ def _base(name: str) -> str:
     return name if ":" in name else f"{name}:latest"
 
 
-async def ollama_context(client: openai.AsyncOpenAI, endpoint: Endpoint) -> bool:
+async def ollama_context(client: Connection, endpoint: Endpoint) -> bool:
     """Learn the context ollama uses for the model (``/api/ps``, else ``/api/show``); True if
     it is known now."""
     root = root_url(endpoint.base_url)
@@ -72,7 +67,7 @@ async def ollama_context(client: openai.AsyncOpenAI, endpoint: Endpoint) -> bool
     return False
 
 
-async def llamacpp_context(client: openai.AsyncOpenAI, endpoint: Endpoint) -> bool:
+async def llamacpp_context(client: Connection, endpoint: Endpoint) -> bool:
     props = await get_json(client, f"{root_url(endpoint.base_url)}/props")
     settings = props.get("default_generation_settings") if isinstance(props, dict) else None
     n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None

@@ -10,7 +10,10 @@ included.
 Failures: every exception inside a request becomes an outcome whose ``error`` is a
 :class:`~actors.core.errors.ModelError` with one clear line; the actor never dies of a
 request. Retries follow :mod:`actors.model._retry` (5xx, 429 and broken streams a few times
-with backoff; 4xx and known server configuration never), all inside ``--llm-timeout``.
+with backoff; 4xx and known server configuration never). How long the server may keep a
+request waiting is :mod:`actors.model._timeouts`: for the answer to begin
+(``--llm-first-token-timeout``), then for each next byte (``--llm-timeout``); a limit on the
+whole request, retries included, only with ``--llm-total-timeout``.
 
 Start-up check (``preflight``, for the interactive prompt): in the background, without
 delaying anything, the actor lists the endpoint's models and learns the context the server
@@ -33,17 +36,28 @@ still running (a background summary call) and the background checks.
 from __future__ import annotations
 
 import contextlib
+import math
 import operator
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from actors.core.budget import Usage, estimate_messages, estimate_tools, prompt_truncated
-from actors.core.config import PROMPT_GRACE_SECONDS
+from actors.core.budget import (
+    SMALL_CONTEXT_TOKENS,
+    Usage,
+    estimate_messages,
+    estimate_tools,
+    prompt_truncated,
+)
+from actors.core.config import (
+    DEFAULT_FIRST_TOKEN_TIMEOUT,
+    DEFAULT_MAX_ANSWER_BYTES,
+    PROMPT_GRACE_SECONDS,
+)
 from actors.core.errors import (
     EndpointTimeout,
     EndpointUnreachable,
@@ -65,9 +79,8 @@ from actors.core.messages import Message
 from actors.model._assembly import Assembly
 from actors.model._body import Body, EncodedMessages, frame
 from actors.model._classify import from_exception
-from actors.model._connection import Connection, connect
+from actors.model._connection import Connection, connect, listening
 from actors.model._endpoint import Endpoint, check_base_url, root_url
-from actors.model._http import http
 from actors.model._preflight import (
     context_warning,
     get_json,
@@ -78,8 +91,11 @@ from actors.model._preflight import (
 from actors.model._protocol import ModelOutcome, ModelRequest
 from actors.model._reasoning import Piece
 from actors.model._retry import RetryPolicy, Sleep, with_retries
-from actors.model._sdk import load as load_sdk
+from actors.model._timeouts import Timeouts
 from actors.model._wire import stream_chat
+
+if TYPE_CHECKING:
+    from actors.model._http import http
 
 CLOSE_SECONDS = 2
 LIST_SECONDS = 3
@@ -103,6 +119,9 @@ class ModelClient:
         api_key: str,
         model: str,
         timeout: float,
+        first_token_timeout: float = DEFAULT_FIRST_TOKEN_TIMEOUT,
+        total_timeout: float | None = None,
+        answer_limit: int | None = DEFAULT_MAX_ANSWER_BYTES,
         http_client: http.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
         sleep: Sleep = anyio.sleep,
@@ -113,12 +132,15 @@ class ModelClient:
         self.base_url = base_url
         self.model = model
         self.timeout = timeout
+        self.timeouts = Timeouts(timeout, first_token_timeout, total_timeout)
+        self.answer_limit = answer_limit  # bytes of one answer (None: no limit)
         self.endpoint = Endpoint(base_url, model)
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
         self._api_key = api_key
         self._http_client = http_client  # to send through (a test's mock transport), or None
         self._connection: Connection | None = None
+        self._connecting = anyio.Lock()
         self._include_usage = True
         self._events = events or EventSink(None)
         self._preflight = preflight
@@ -133,23 +155,31 @@ class ModelClient:
         self._frame: tuple[tuple[object, ...], tuple[bytes, bytes]] | None = None
 
     async def connect(self) -> Connection:
-        """The endpoint's clients, made now rather than at the first request (a warm-up; a
-        test on a virtual clock, whose deadlines would jump over the worker thread)."""
+        """The endpoint's connection, made now rather than at the first request (a warm-up;
+        a test on a virtual clock, whose deadlines would jump over the worker thread)."""
         return await self._connect()
 
     async def _connect(self) -> Connection:
-        """The endpoint's clients (:mod:`actors.model._connection`), made on first use in a
-        worker thread, as the SDK is imported. Cancellation: a connection being made in its
-        thread is kept when it is done; a later call finds it."""
-        if self._connection is None:
-            sdk = await load_sdk()
-            connection = await anyio.to_thread.run_sync(partial(
-                connect, sdk, base_url=self.base_url, api_key=self._api_key,
-                timeout=self.timeout, http_client=self._http_client,
-            ))
-            if self._connection is None:  # else made meanwhile, by another request
-                self._connection = connection
-        return self._connection
+        """The endpoint's connection (:mod:`actors.model._connection`), made once, on first
+        use, in a worker thread; a caller that comes meanwhile waits for it (the warm-up and
+        the first request made two, in two threads, each importing and building). Before it
+        is made, a TCP connection to the endpoint is tried: nothing listening raises
+        :class:`EndpointUnreachable` at once (and the next call tries again). Cancellation:
+        the try stops; the connection being made is finished and kept (it does no I/O) and
+        the cancellation is delivered after."""
+        async with self._connecting:  # one connection, made once: a second caller waits
+            if self._connection is None:
+                if self._http_client is None:  # not a test's transport: a real address
+                    refused = await listening(self.base_url)
+                    if refused is not None:  # nothing listens: said without the HTTP library
+                        raise from_exception(refused, self.endpoint, streaming=False)
+                with anyio.CancelScope(shield=True):  # no I/O: imports and a client, bounded
+                    made: Connection = await anyio.to_thread.run_sync(partial(
+                        connect, base_url=self.base_url, api_key=self._api_key,
+                        http_client=self._http_client,
+                    ))
+                self._connection = made
+            return self._connection
 
     async def run(
         self,
@@ -173,11 +203,11 @@ class ModelClient:
                     await self._connection.aclose()
 
     async def _warm_up(self) -> None:
-        """Import the SDK and make the clients (in worker threads) and check the endpoint, in
-        the background, once the front end has had
-        :data:`~actors.core.config.PROMPT_GRACE_SECONDS` to show its prompt: the import holds
-        the interpreter for a few tenths of a second, which would delay the first prompt. A
-        request that comes sooner connects itself and does not wait for this."""
+        """Make the connection (in a worker thread) and check the endpoint, in the background,
+        once the front end has had :data:`~actors.core.config.PROMPT_GRACE_SECONDS` to show
+        its prompt: importing the HTTP library holds the interpreter for a tenth of a second,
+        which would delay the first prompt. A request that comes sooner connects itself and
+        does not wait for this."""
         await anyio.sleep(PROMPT_GRACE_SECONDS)
         await _quietly(self._connect)
         if self._preflight:
@@ -225,8 +255,7 @@ class ModelClient:
         """
         with anyio.move_on_after(LIST_SECONDS):
             try:
-                client = (await self._connect()).sdk
-                payload = (await client.get("/models", cast_to=http.Response)).json()
+                payload = (await (await self._connect()).fetch("/models")).json()
             except Exception:  # an endpoint without a models list: nothing to name
                 return []
             return self.endpoint.learn_from_models(payload)
@@ -245,11 +274,12 @@ class ModelClient:
                 progress.text.clear()
                 progress.shown = False
                 await self._emit(request, StreamRestarted(str(last[-1]) if last else "retry"))
-            assembly = Assembly(taken_ids=taken)
+            assembly = Assembly(taken_ids=taken, limit=self.answer_limit)
             try:
                 connection = await self._connect()
                 await stream_chat(connection, self._body(request, encoded), self.endpoint,
-                                  assembly, lambda piece: self._show(request, progress, piece))
+                                  assembly, lambda piece: self._show(request, progress, piece),
+                                  self.timeouts)
             except RequestRefused as error:
                 if self._include_usage and "stream_options" in error.detail:
                     self._include_usage = False  # an endpoint without usage chunks
@@ -268,19 +298,20 @@ class ModelClient:
                 f"{': ' + error.detail if error.detail else ''}); retrying in {delay:g} s "
                 f"(attempt {next_attempt} of {allowed}).", "warning"))
 
-        with anyio.move_on_after(self.timeout) as timer:
+        total = self.timeouts.total
+        with anyio.move_on_after(math.inf if total is None else total) as timer:
             assembly = await with_retries(
-                attempt, self.retry, deadline=anyio.current_time() + self.timeout,
-                on_retry=on_retry, sleep=self._sleep,
+                attempt, self.retry, deadline=timer.deadline, on_retry=on_retry,
+                sleep=self._sleep,
             )
         if timer.cancelled_caught:
             detail = f"last error: {last[-1].what}" if last else ""
             return ModelOutcome(error=EndpointTimeout(
-                f"no complete answer within {self.timeout:g} s", detail,
-                endpoint=self.base_url, hint="Raise --llm-timeout if the model is slow.",
+                f"no complete answer within {total:g} s", detail,
+                endpoint=self.base_url, hint="Raise --llm-total-timeout, or leave it out.",
             ))
         message = assembly.message()
-        usage = assembly.usage or Usage(in_messages + estimate_tools(request.tools),
+        usage = assembly.usage or Usage(in_messages + estimate_tools(self._tools_for(request)),
                                         estimate_messages([message]), estimated=True)
         # Compared with the messages alone: servers differ in how they count tool schemas.
         if assembly.usage is not None and prompt_truncated(usage.prompt_tokens, in_messages):
@@ -290,7 +321,8 @@ class ModelClient:
             self._context_checked = True
             self._background.start_soon(_quietly, self._check_context)
         return ModelOutcome(message=message, usage=usage, finish_reason=assembly.finish_reason,
-                            reasoning=assembly.reasoning_text())
+                            reasoning=assembly.reasoning_text(),
+                            over_limit=assembly.limit if assembly.over_limit else None)
 
     def _encoded_for(self, messages: Sequence[Message]) -> EncodedMessages:
         """The encoder holding these messages' conversation (the one whose first message
@@ -305,7 +337,8 @@ class ModelClient:
     def _body(self, request: ModelRequest, encoded: EncodedMessages) -> Body:
         """The request's JSON body; ``encoded`` holds its messages. What comes around them
         is encoded again only when it changed (:func:`~actors.model._body.frame`)."""
-        key = (request.tools, self.model, self._include_usage, request.temperature,
+        tools = self._tools_for(request)
+        key = (tools, self.model, self._include_usage, request.temperature,
                request.max_tokens)
         cached = self._frame
         if cached is not None and all(map(operator.is_, cached[0], key)):
@@ -314,8 +347,8 @@ class ModelClient:
         tail: dict[str, Any] = {"stream": True}
         if self._include_usage:
             tail["stream_options"] = {"include_usage": True}
-        if request.tools:
-            tail["tools"] = request.tools
+        if tools:
+            tail["tools"] = tools
         if request.temperature is not None:
             tail["temperature"] = request.temperature
         if request.max_tokens is not None:
@@ -323,6 +356,15 @@ class ModelClient:
         around = frame(head, tail)
         self._frame = (key, around)
         return encoded.framed(around)
+
+    def _tools_for(self, request: ModelRequest) -> list[dict[str, Any]] | None:
+        """The request's tools: its compact ones once the server is known to hold a small
+        context (:attr:`ModelRequest.small_tools`)."""
+        length = self.endpoint.context_length
+        if request.small_tools is not None and length is not None \
+                and length <= SMALL_CONTEXT_TOKENS:
+            return request.small_tools
+        return request.tools
 
     async def _show(self, request: ModelRequest, progress: _Progress, piece: Piece) -> None:
         if piece.kind == "text":
@@ -373,7 +415,7 @@ class ModelClient:
                                     hint=self.endpoint.pull_hint())
             await self._warn("model", str(missing))
         if self.endpoint.server == "unknown":
-            version = await get_json((await self._connect()).sdk,
+            version = await get_json(await self._connect(),
                                      f"{root_url(self.base_url)}/api/version")
             if isinstance(version, dict) and "version" in version:
                 self.endpoint.server = "ollama"
@@ -382,9 +424,9 @@ class ModelClient:
     async def _fetch_models(self) -> tuple[Any, ModelError | None]:
         """The ``/v1/models`` answer, or why the endpoint could not be reached."""
         with anyio.move_on_after(LIST_SECONDS):
-            client = (await self._connect()).sdk
             try:
-                return (await client.get("/models", cast_to=http.Response)).json(), None
+                connection = await self._connect()
+                return (await connection.fetch("/models")).json(), None
             except ValueError:
                 return None, None
             except Exception as exc:
@@ -402,12 +444,12 @@ class ModelClient:
     async def _learn_context(self) -> None:
         if self._budget is None:
             return
-        client = (await self._connect()).sdk
+        connection = await self._connect()
         server = self.endpoint.server
         if server == "ollama":
-            await ollama_context(client, self.endpoint)
+            await ollama_context(connection, self.endpoint)
         elif server == "llama.cpp":
-            await llamacpp_context(client, self.endpoint)
+            await llamacpp_context(connection, self.endpoint)
         elif server == "vllm" and self.endpoint.context_length is None:
             payload, _ = await self._fetch_models()
             self.endpoint.learn_from_models(payload)

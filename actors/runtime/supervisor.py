@@ -29,7 +29,6 @@ Cancellation:
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -38,7 +37,12 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.core.budget import CHARS_PER_TOKEN, UsageTotals
+from actors.core.budget import (
+    SMALL_CONTEXT_TOKENS,
+    UsageTotals,
+    estimate_message,
+    estimate_tools,
+)
 from actors.core.compaction import CompactionPlan, CompactResult, NoCompaction, split_point
 from actors.core.config import Settings
 from actors.core.errors import (
@@ -75,9 +79,6 @@ from actors.core.stored import StoredMessages
 from actors.core.titles import provisional_title
 from actors.core.turn import Turn
 from actors.model import (
-    CUT_ANSWER_NOTICE,
-    CUT_CALL_RESULT,
-    CUT_CALLS_REASON,
     ModelClient,
     ModelOutcome,
     ModelRequest,
@@ -107,7 +108,6 @@ if TYPE_CHECKING:  # the workspace's engine is imported once it is opened (after
 
 SHUTDOWN_SECONDS = 15
 REPLAY_MESSAGES = 12  # the end of the context a resumed session shows before the prompt
-TOOL_SCHEMA_TOKENS = len(json.dumps(tool_schemas())) // CHARS_PER_TOKEN
 Outcome = Literal["answered", "interrupted", "failed", "limit"]
 
 
@@ -165,11 +165,15 @@ class Supervisor:
         self._settings = settings
         self._store = store
         self._events = EventSink(events)  # shared with the actors
-        self._context = WorkingContext(overhead=TOOL_SCHEMA_TOKENS)
-        self._context_lock = anyio.Lock()  # a checkpoint and a context replacement never overlap
+        # A small budget gets the compact system prompt and tools (actors.core.prompts);
+        # so does a small context the model client learns from the server (small_tools).
+        self._small = settings.max_context_tokens <= SMALL_CONTEXT_TOKENS
         # The tools of this run, one list for every request (the model client keeps their
         # JSON while it is the same list).
-        self._tools = tool_schemas()
+        self._tools = tool_schemas(compact=self._small)
+        self._small_tools = None if self._small else tool_schemas(compact=True)
+        self._context = WorkingContext(overhead=estimate_tools(self._tools))
+        self._context_lock = anyio.Lock()  # a checkpoint and a context replacement never overlap
         self._turn: Turn | None = None
         self._actors: _Actors | None = None
         self._compaction: _Compaction | None = None
@@ -243,7 +247,8 @@ class Supervisor:
     def _create(self, project_root: str) -> SessionOpened:
         notes = read_memory_notes(self._settings.memory_dir, self._settings.sandbox_dir)
         messages = [
-            {"role": "system", "content": system_prompt(self._settings.sandbox_dir, notes)}
+            {"role": "system", "content": system_prompt(self._settings.sandbox_dir, notes,
+                                                        compact=self._small)}
         ]
         with contextlib.suppress(HarnessError):  # runs that died before anything was typed
             self._store.remove_abandoned()
@@ -270,7 +275,7 @@ class Supervisor:
         messages = self._store.recover(self.session_id)
         recovered = self._store.info(self.session_id).transcript_messages - before
         self._context = WorkingContext.restored(messages, info.state,
-                                                overhead=TOOL_SCHEMA_TOKENS)
+                                                overhead=estimate_tools(self._tools))
         self._title_source = info.title_source
         self._store.update(self.session_id, status="active")
         recent = self._store.recent_messages(self.session_id, REPLAY_MESSAGES)
@@ -310,6 +315,9 @@ class Supervisor:
         workspace = WorkspaceClient(files_send)
         model = ModelClient(base_url=settings.base_url, api_key=settings.api_key,
                             model=settings.model, timeout=settings.llm_timeout,
+                            first_token_timeout=settings.llm_first_token_timeout,
+                            total_timeout=settings.llm_total_timeout,
+                            answer_limit=settings.max_answer_bytes,
                             events=self._events, preflight=settings.preflight,
                             context_budget=settings.max_context_tokens,
                             retry=RetryPolicy(first_backoff=settings.retry_backoff))
@@ -469,7 +477,10 @@ class Supervisor:
                 await self._save_pending()
                 return TurnResult("interrupted", turn.reason)
             self._check_limits()
-            fits = await self._fit_budget()
+            fits = await self._fit_budget(turn)
+            if turn.cancelled:  # while it waited for a compaction (which goes on)
+                await self._save_pending()
+                return TurnResult("interrupted", turn.reason)
             if fits is not None:
                 return TurnResult("failed", fits)
             outcome = await self._ask_model(turn)
@@ -493,13 +504,14 @@ class Supervisor:
             context.messages.append(outcome.message)
             calls = tool_calls_of(outcome.message)
             if outcome.cut_tool_calls:  # arguments may be incomplete: answered, never run
-                context.messages.extend(tool_result(c["id"], CUT_CALL_RESULT) for c in calls)
+                context.messages.extend(tool_result(c["id"], outcome.cut_call_result)
+                                        for c in calls)
                 await self._checkpoint()
-                return TurnResult("failed", CUT_CALLS_REASON)
+                return TurnResult("failed", outcome.cut_calls_reason)
             if not calls:
                 await self._checkpoint()
                 if outcome.cut:
-                    await self.notify(CUT_ANSWER_NOTICE, "warning")
+                    await self.notify(outcome.cut_notice, "warning")
                 return TurnResult("answered", str(outcome.message.get("content") or ""))
             # A batch of reads is run at once and its answer saved with its results, in one
             # commit, with the next request; any other batch's answer is saved first, with
@@ -559,7 +571,8 @@ class Supervisor:
         def request(saved: anyio.Event | None
                     ) -> Callable[[MemoryObjectSendStream[Any]], ModelRequest]:
             return lambda reply: ModelRequest(messages, reply, tools=tools, turn=turn,
-                                              events=self._events, saved=saved)
+                                              events=self._events, saved=saved,
+                                              small_tools=self._small_tools)
 
         if self._context.saved_len == len(context):
             outcome: ModelOutcome = await ask(inbox, request(None), "model client")
@@ -646,24 +659,50 @@ class Supervisor:
         ):
             await self._start_compaction()
 
-    async def _fit_budget(self) -> str | None:
-        """Make sure the next request fits the hard budget; a message if it cannot."""
+    async def _fit_budget(self, turn: Turn) -> str | None:
+        """Make sure the next request fits the hard budget; a message if it cannot.
+
+        Cancellation: the waits for a compaction (its summary request, retries and their
+        waits included, runs in a cancel scope of its own, not the turn's) are in the
+        turn's scope, so aborting the turn stops waiting at once; the compaction goes on in
+        the background and announces its result when it lands. The caller checks
+        ``turn.cancelled``."""
         if not self._over(1.0):
             return None
         await self._save_pending()  # a compaction applies to what the store holds
         if self._compaction is not None:
             await self.notify("Waiting for the compaction to finish…")
-            await self._result_of(self._compaction)
-        if self._over(1.0):
-            result = await self.compact()
+            with turn.scope():
+                await self._result_of(self._compaction)
+        if self._over(1.0) and not turn.cancelled:
+            with turn.scope():
+                result = await self.compact()
+            if turn.cancelled:
+                return None
             if self._over(1.0):
-                return (
-                    f"The context ({self._context.tokens()} tokens) exceeds "
-                    f"--max-context-tokens ({self._settings.max_context_tokens}) and compaction "
-                    f"could not bring it under ({result.message}). The turn stopped before "
-                    "sending an oversized request; start a new session or raise the budget."
-                )
+                return self._over_budget(result.message)
         return None
+
+    def _over_budget(self, why: str) -> str:
+        """Why the turn stopped before an oversized request, and what would help: a message
+        that needs more than the budget holds beside the system prompt and the tools is
+        made no smaller by any compaction (it keeps the latest message whole)."""
+        budget = self._settings.max_context_tokens
+        messages = self._context.messages
+        fixed = self._context.overhead + (estimate_message(messages[0]) if messages else 0)
+        last = next((estimate_message(m) for m in reversed(messages)
+                     if m.get("role") == "user"), 0)
+        if fixed + last > budget:
+            return (f"Your message needs about {last:,} tokens and the system prompt and tools "
+                    f"{fixed:,}: more than --max-context-tokens ({budget:,}) holds, and "
+                    "compaction keeps the latest message whole. Send less at once (a part of "
+                    "the file, or ask for it to be read in parts), or raise "
+                    "--max-context-tokens if the server holds more.")
+        return (f"The context (about {self._context.tokens():,} tokens) exceeds "
+                f"--max-context-tokens ({budget:,}) and compaction could not bring it under "
+                f"({why}). The turn stopped before sending an oversized request: \\compact "
+                "tries again; a new session starts empty; or raise --max-context-tokens if "
+                "the server holds more.")
 
     async def compact(self) -> CompactResult:
         """Compact now (``\\compact``), after any background compaction, and wait for the

@@ -342,7 +342,8 @@ class Repl:
             self._commands = CommandContext(await self._supervisor(), self._lazy_store.get(),
                                             self.view, self._results,
                                             lambda: self.renderer.last_reasoning,
-                                            project_root=str(self.settings.sandbox_dir))
+                                            project_root=str(self.settings.sandbox_dir),
+                                            settings=self.settings)
         return self._commands
 
     async def turn(self, text: str) -> None:

@@ -16,6 +16,7 @@ from repl.interactive.results import ResultLog
 from repl.interactive.view import SessionView
 
 if TYPE_CHECKING:  # a new session's first prompt is drawn before the runtime is imported
+    from actors.core.config import Settings
     from actors.runtime.supervisor import Supervisor
 
 
@@ -50,3 +51,4 @@ class CommandContext:
     results: ResultLog = field(default_factory=ResultLog)
     reasoning: Callable[[], str] = lambda: ""  # the model's last reasoning
     project_root: str = ""  # this run's project (listings are scoped to it)
+    settings: Settings | None = None  # this run's (\\doctor checks its endpoint)

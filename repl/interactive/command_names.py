@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "\\thinking": "show the model's last reasoning whole",
     "\\approvals": "standing approvals; \\approvals keep (the last run's), \\approvals clear",
     "\\files": "the files each tool call changed (\\files diff: with the diffs)",
+    "\\doctor": "check the model endpoint: reachable, the model, tool calls, its context",
     "\\exit": "leave (also Ctrl-D)",
 }
 TAKES_SESSION_ID = ("\\info", "\\fork", "\\resume")

@@ -149,6 +149,16 @@ async def _files(ctx: CommandContext, argument: str) -> Reply:
     return Reply("\n".join(lines), paged=argument == "diff")
 
 
+async def _doctor(ctx: CommandContext, _: str) -> Reply:
+    from repl.doctor_endpoint import endpoint_report
+
+    if ctx.settings is None:  # pragma: no cover - the REPL always gives its settings
+        return Reply("No settings to check the endpoint with.", error=True)
+    lines = await endpoint_report(ctx.settings)
+    lines.append("The store's checks: harness --doctor, with no session running.")
+    return Reply("\n".join(lines), error=any(" PROBLEM " in line for line in lines))
+
+
 async def _help(ctx: CommandContext, _: str) -> Reply:
     return Reply(help_text())
 
@@ -184,6 +194,7 @@ HANDLERS: dict[str, Callable[[CommandContext, str], Awaitable[Reply]]] = {
     "\\thinking": _thinking,
     "\\approvals": _approvals,
     "\\files": _files,
+    "\\doctor": _doctor,
     "\\exit": _exit,
 }
 
