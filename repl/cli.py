@@ -55,6 +55,7 @@ examples:
   harness -r k3m9                         resume the session whose id starts with k3m9
   harness -p "explain main.py"            one turn, answer on stdout
   harness -p "..." --output-format json   one JSON object: answer, outcome, usage, cost
+  harness --acp                           serve an editor over ACP (Zed: see the README)
   harness --list-sessions [--all]         this project's sessions (--all: every project)
   harness --search "cache bug"            sessions containing every word
   harness --fork ID --at 12               a branch holding messages 1 to 12
@@ -187,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="resume the most recent session of this project")
     run.add_argument("--sandbox-dir", type=Path, default=None, metavar="DIR",
                      help="project directory the tools are confined to (default: cwd)")
+    run.add_argument("--acp", action="store_true",
+                     help="serve the Agent Client Protocol on stdin/stdout, for editors (Zed, "
+                     "JetBrains, Neovim…); see the README")
     run.add_argument("--mode", choices=[m.value for m in Mode], default=None,
                      help="default: ask before edits and shell commands; acceptEdits: approve "
                      "edits inside the sandbox; dangerouslySkipPermissions: never ask "
@@ -447,7 +451,7 @@ def _store_after_the_prompt(args: argparse.Namespace, settings: Settings) -> boo
     first: its failure is a usage mistake or a server's), in a memory directory that exists
     (a first start makes it, private, with the store; the history file goes in it)."""
     return (args.prompt is None and args.initial is None and args.resume is None
-            and not args.continue_
+            and not args.continue_ and not args.acp
             and not any(getattr(args, c) not in (None, False) for c in _SESSION_COMMANDS)
             and _on_sqlite(settings.store_url)
             and sys.stdin.isatty() and settings.memory_dir.is_dir())
@@ -540,6 +544,15 @@ def _check_combinations(args: argparse.Namespace) -> None:
             raise UsageError("Give the prompt once: either -p PROMPT or PROMPT.")
         if not args.initial.strip():
             raise UsageError("The prompt is empty.")
+    if args.acp:
+        others = [flag for flag, on in (
+            ("a prompt", args.initial is not None or args.prompt is not None),
+            ("--resume", args.resume is not None), ("--continue", args.continue_),
+            ("--output-format", args.output_format is not None),
+            (_flag(command) if command else "", command is not None)) if on]
+        if others:
+            raise UsageError(f"--acp serves an editor, which picks the sessions; it cannot be "
+                             f"combined with {', '.join(others)}.")
     if args.output_format is not None and command is not None:
         raise UsageError("--output-format goes with -p, not with session commands.")
     if args.output_format is not None and args.initial is not None:

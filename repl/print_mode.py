@@ -20,7 +20,6 @@ import sys
 from typing import TextIO
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.core.config import Settings
 from actors.core.events import (
@@ -31,39 +30,34 @@ from actors.core.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from actors.runtime.supervisor import Supervisor, TurnResult
+from actors.runtime.supervisor import TurnResult
 from actors.store import Store
 from repl.headless import JsonOutput
 from repl.interactive.render import preview, readable_arguments
 from repl.interactive.sanitize import safe_for
+from repl.session_run import Handler, open_session
 from repl.signals import run_signals
 
-DRAIN_SECONDS = 1
 
+def _handler(err: TextIO, mode: str, output: JsonOutput | None) -> Handler:
+    """What print mode does with each event: diagnostics on stderr, the JSON objects, and
+    every approval denied."""
 
-async def _report(
-    events: MemoryObjectReceiveStream[Event],
-    err: TextIO,
-    mode: str,
-    drained: anyio.Event,
-    output: JsonOutput | None = None,
-) -> None:
-    try:
-        async with events:
-            async for event in events:
-                _show(event, err)
-                if output is not None:
-                    output.event(event)
-                if isinstance(event, SessionOpened) and event.mode:
-                    mode = event.mode  # a resumed session's own
-                if isinstance(event, ApprovalRequest):
-                    if not event.approved:  # (one the mode approved is only shown)
-                        print(_safe(f"[denied] {event.description} (print mode cannot ask; "
-                                    f"--mode {mode} requires approval)", err), file=err)
-                    async with event.reply:
-                        await event.reply.send(event.approved)
-    finally:
-        drained.set()
+    async def handle(event: Event) -> None:
+        nonlocal mode
+        _show(event, err)
+        if output is not None:
+            output.event(event)
+        if isinstance(event, SessionOpened) and event.mode:
+            mode = event.mode  # a resumed session's own
+        if isinstance(event, ApprovalRequest):
+            if not event.approved:  # (one the mode approved is only shown)
+                print(_safe(f"[denied] {event.description} (print mode cannot ask; "
+                            f"--mode {mode} requires approval)", err), file=err)
+            async with event.reply:
+                await event.reply.send(event.approved)
+
+    return handle
 
 
 def _safe(text: str, stream: TextIO) -> str:
@@ -97,25 +91,16 @@ async def run_print_mode(
 ) -> int:
     output = (JsonOutput(out, stream=output_format == "stream-json", model=settings.model)
               if output_format != "text" else None)
-    send, receive = anyio.create_memory_object_stream[Event](256)
     result: TurnResult | None = None
     session_id = ""
-    drained = anyio.Event()
+    handle = _handler(err, settings.mode.value, output)
     async with run_signals() as signals:
         with signals.scope:  # SIGTERM, SIGHUP, SIGQUIT, SIGUSR1: stop; the shutdown saves
-            async with Supervisor.open(
-                settings, store, events=send, resume=resume, continue_latest=continue_latest
-            ) as sup, anyio.create_task_group() as tg:
-                signals.on_interrupt = sup.abort  # SIGINT aborts the turn (else stops)
-                session_id = sup.session_id
-                tg.start_soon(_report, receive, err, settings.mode.value, drained, output)
-                try:
-                    result = await sup.run_turn(prompt)
-                finally:
-                    send.close()  # the events sent so far are still shown (a notice of the end)
-                    with anyio.move_on_after(DRAIN_SECONDS, shield=True):
-                        await drained.wait()
-                    tg.cancel_scope.cancel()
+            async with open_session(settings, store, handle, resume=resume,
+                                    continue_latest=continue_latest) as session:
+                signals.on_interrupt = session.sup.abort  # SIGINT aborts the turn (else stops)
+                session_id = session.sup.session_id
+                result = await session.sup.run_turn(prompt)
     if result is None:  # the run was stopped before the turn ended
         by = signals.stopped_by.name if signals.stopped_by is not None else "a signal"
         result = TurnResult("interrupted", f"stopped by {by}")

@@ -296,6 +296,9 @@ def test_export_json_and_markdown_then_import(
         (("-r", "abc", "-c"), "Use either --resume or --continue"),
         (("--import", "/nonexistent.json"), "harness: skipped /nonexistent.json: no such file"),
         (("--to", "3"), "harness: --to goes with --rewind ID."),
+        (("--acp", "-p", "x"), "--acp serves an editor, which picks the sessions; it cannot be "
+                               "combined with a prompt"),
+        (("--acp", "--list-sessions"), "cannot be combined with --list-sessions"),
     ],
 )
 def test_user_mistakes_exit_2_with_one_line(

@@ -303,6 +303,11 @@ async def test_accept_edits_still_asks_for_shell(tmp_path: Path) -> None:
     assert rec.approvals == ["run_bash: echo hi"]
     [shown] = [e for e in rec.of(ApprovalRequest) if e.approved]  # the edit, shown
     assert shown.tool == "write_file" and shown.arguments["path"] == "a.txt"
+    asked = [e.call_id for e in rec.events
+             if isinstance(e, ApprovalRequest) and not e.approved]
+    bash = [e.call_id for e in rec.events
+            if isinstance(e, ToolCallStarted) and e.name == "run_bash"]
+    assert asked == bash and asked[0]  # the question names the call it is about
 
 
 async def test_tool_timeout_kills_the_command(tmp_path: Path) -> None:

@@ -163,6 +163,7 @@ class ApprovalRequest:
     waiting and the call is reported as not executed. ``arguments`` are the call's validated
     arguments (for showing a diff or the full command); ``asks`` is the tool's own reason to
     be asked whatever the mode, if it gave one (such a call is never approved in advance).
+    ``call_id`` is the call's id, as its :class:`ToolCallStarted` gave it.
 
     ``approved``: the mode approved the call already (an edit in acceptEdits): nothing is
     asked; the front end shows the change and answers anything once it is shown (the call
@@ -174,6 +175,7 @@ class ApprovalRequest:
     reply: MemoryObjectSendStream[bool | Denied]
     arguments: dict[str, Any] = field(default_factory=dict)
     asks: str = ""
+    call_id: str = ""
     approved: bool = False
 
 

@@ -329,9 +329,9 @@ class ToolExecutor:
         except ToolFailed as exc:
             return self._outcome(call, "failed", f"Error: {exc}")
         if not reason and shows_approved_change(tool, self.mode):
-            await self._approved(tool, args, None, approved=True)  # shown, never asked
+            await self._approved(tool, args, None, running.call_id, approved=True)  # shown
         elif reason or needs_approval(tool, self.mode):
-            approval = await self._approved(tool, args, reason)
+            approval = await self._approved(tool, args, reason, running.call_id)
             if approval is not True:
                 said = ""
                 if isinstance(approval, Denied) and approval.reason.strip():
@@ -388,7 +388,8 @@ class ToolExecutor:
                 session_id, call_id, group.pgid, group.leader_start_time))
 
     async def _approved(
-        self, tool: Tool, args: dict[str, Any], reason: str | None, *, approved: bool = False
+        self, tool: Tool, args: dict[str, Any], reason: str | None, call_id: str, *,
+        approved: bool = False,
     ) -> bool | Denied:
         """True if the user approved; False or a :class:`Denied` (with a reason) if not.
         ``approved``: the mode approved it; the front end only shows the change (its answer,
@@ -399,7 +400,7 @@ class ToolExecutor:
         async with reply_receive:
             description = _describe_call(tool.name, args) + (f" (asks: {reason})" if reason else "")
             request = ApprovalRequest(tool.name, description, reply_send, dict(args),
-                                      reason or "", approved=approved)
+                                      reason or "", call_id, approved=approved)
             if not await self._events.send(request):
                 reply_send.close()
                 return False
