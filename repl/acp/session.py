@@ -200,8 +200,11 @@ class ServedSession:
             log.debug("session %s: an update was not sent (%s)", self.id, exc)
 
     def _approval(self, request: ApprovalRequest) -> None:
-        """Allow a call a standing approval covers; ask the client about any other."""
-        if not request.asks and covered(self._approvals, request.tool, request.arguments):
+        """Allow a call the mode approved already (an edit in acceptEdits: the editor shows
+        the change from its tool-call update) or a standing approval covers; ask the client
+        about any other."""
+        if request.approved or (not request.asks
+                                and covered(self._approvals, request.tool, request.arguments)):
             _reply(request, True)
         elif self._asks is None:  # no turn to ask in (cannot happen): denied
             _reply(request, False)
