@@ -2,8 +2,8 @@
 user's hooks (:mod:`actors.hooks`) run through :func:`confined_process`.
 
 ``bash -c COMMAND`` runs in its own process group (``start_new_session=True``), in the given
-directory, with the harness's environment minus its secrets (:mod:`._environment`) unless the
-caller passes one built from it. Its stdin, stdout and stderr are the caller's choice.
+directory, with the harness's environment minus its secrets (:mod:`._environment`) and the
+caller's few additions. Its stdin, stdout and stderr are the caller's choice.
 
 Nothing outlives the block:
 
@@ -135,13 +135,13 @@ async def confined_process(
     stdin: Redirect = subprocess.DEVNULL,
     stdout: Redirect = subprocess.PIPE,
     stderr: Redirect = subprocess.STDOUT,
-    env: Mapping[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
     name: str = "harness-command",
 ) -> AsyncIterator[tuple[anyio.abc.Process, ProcessGroup]]:
     """Run ``bash -c command`` under its guardian (see the module doc) and yield the process
     and its group; leaving the block stops the group, shielded and bounded, and reaps bash.
 
-    ``env``: the command's environment (default: the harness's minus its secrets); ``name``:
+    ``extra_env``: variables added to the harness's environment minus its secrets; ``name``:
     ``$0`` of the wrapper, as ``ps`` shows it. A command that cannot start raises
     :class:`ToolFailed`. Cancellation: the block's body is cancelled like any other; the
     cleanup still kills the group."""
@@ -150,7 +150,7 @@ async def confined_process(
         process = await anyio.open_process(
             ["bash", "-c", WRAPPER, name, str(lifeline_read), command],
             cwd=cwd,
-            env=dict(tool_environment() if env is None else env),
+            env={**tool_environment(), **(extra_env or {})},
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,
