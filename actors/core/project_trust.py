@@ -28,9 +28,11 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["APPROVALS_NAME", "approvals_path", "approve", "is_approved"]
+__all__ = ["APPROVALS_NAME", "APPROVE_COMMAND", "approvals_path", "approve", "is_approved",
+           "not_approved"]
 
 APPROVALS_NAME = "approved-project-files.json"
+APPROVE_COMMAND = "harness --trust-project"
 _MAX_BYTES = 4 * 1024 * 1024
 _VERSION = 1
 
@@ -84,3 +86,10 @@ def approve(memory_dir: Path, path: Path, digest: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def not_approved(path: Path, what: str) -> str:
+    """The line a run without a terminal says of a project file it leaves out: ``what`` it
+    would have done, and the command that approves it."""
+    return (f"{path} is not approved, so {what}; after reading it, approve it as it is with: "
+            f"{APPROVE_COMMAND}")

@@ -19,7 +19,7 @@ from actors.hooks._events import (
     Stop,
     UserPromptSubmit,
 )
-from actors.hooks._hooks import Hooks, Verdict, export_command
+from actors.hooks._hooks import Hooks, Verdict, export_command, load_hooks
 from actors.hooks._run import Ran, run_command
 from actors.hooks._table import DEFAULT_TIMEOUT, EVENTS, HookCommand, HookTable, hook_table
 
@@ -43,5 +43,6 @@ __all__ = [
     "answer",
     "export_command",
     "hook_table",
+    "load_hooks",
     "run_command",
 ]

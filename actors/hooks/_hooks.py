@@ -30,13 +30,15 @@ from typing import Any
 
 import anyio
 
-from actors.core.config import DEFAULT_MEMORY_DIR
+from actors.core.config import DEFAULT_MEMORY_DIR, Settings
 from actors.core.data_tags import wrap_hook_output
 from actors.core.events import EventSink, Notice
+from actors.core.project_trust import not_approved
+from actors.core.settings_files import read_settings
 from actors.hooks._answer import Answer, Decision, answer
 from actors.hooks._events import HookEvent
 from actors.hooks._run import Ran, run_command
-from actors.hooks._table import HookTable
+from actors.hooks._table import HookTable, hook_table
 
 MAX_TEXT_CHARS = 10_000  # of what a verdict gives the model (Claude Code's cap on context)
 RECORD_CHARS = 300  # of a command and of what it said, in the session's record
@@ -66,12 +68,30 @@ def cut(text: str) -> str:
     return text[:MAX_TEXT_CHARS] + f"\n[... {len(text) - MAX_TEXT_CHARS:,} more characters cut]"
 
 
-def export_command(session_id: str, memory_dir: Path) -> str:
-    """The command that prints the session as JSON (see :mod:`._events`)."""
+def export_command(session_id: str, settings: Settings) -> str:
+    """The command that prints the session as JSON (see :mod:`._events`; "" for a store
+    named by ``--store`` or ``$AGENT_HARNESS_STORE``, whose URL may hold a password)."""
+    if settings.store_url:
+        return ""
     words = [sys.executable, "-m", "repl", "--export", session_id]
-    if memory_dir.expanduser() != Path(DEFAULT_MEMORY_DIR).expanduser():
-        words += ["--memory-dir", str(memory_dir)]
+    if settings.memory_dir.expanduser() != Path(DEFAULT_MEMORY_DIR).expanduser():
+        words += ["--memory-dir", str(settings.memory_dir)]
     return shlex.join(words)
+
+
+def load_hooks(settings: Settings, session_id: str, events: EventSink
+               ) -> tuple[Hooks, list[str]]:
+    """The hooks of a session's run, from the settings files as they are now (blocking: a
+    worker thread), and the lines to say about them: files that cannot be used, entries
+    left out, a project file waiting for the user's approval."""
+    files = read_settings(settings.memory_dir, settings.sandbox_dir)
+    said = [file.problem for file in files if file.problem]
+    said += [not_approved(file.path, "its hooks do not run") for file in files
+             if file.waiting_for_approval]
+    table, problems = hook_table(files)
+    hooks = Hooks(table, session_id=session_id, project=settings.sandbox_dir, events=events,
+                  export=export_command(session_id, settings))
+    return hooks, said + problems
 
 
 class Hooks:
