@@ -108,7 +108,8 @@ def hook_table(files: Sequence[SettingsFile]) -> tuple[HookTable, list[str]]:
             continue
         for event, entries in hooks.items():
             if event not in EVENTS:
-                problems.append(f"{where}.{_shown(event)}: not an event the harness runs "
+                name = event if event.isidentifier() and len(event) <= 60 else _shown(event)
+                problems.append(f"{where}.{name}: not an event the harness runs "
                                 f"({', '.join(EVENTS)}); left out")
                 continue
             events.setdefault(event, []).extend(
