@@ -21,6 +21,7 @@ from actors.core.prompts import (
 from actors.runtime.instructions import git_root, read_instructions
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer
+from repl.session_commands import describe
 from tests.runtime import running, settings_for
 
 
@@ -128,6 +129,9 @@ async def test_agents_md_reaches_the_first_request_and_info_says_which(tmp_path:
     cut = [n.text for n in rec.of(Notice) if "cut to fit" in n.text]
     assert cut == ["../../AGENTS.md is cut to fit the prompt: 14,117 of its 26,045 characters "
                    "are left out."]
+    assert ("Instructions: ../../AGENTS.md (26,045 characters, 11,928 of them in the prompt), "
+            "../AGENTS.md (36 characters), AGENTS.md (36 characters)") in describe(
+                store.info(sup.session_id))
     state = store.info(sup.session_id).state["instructions"]
     assert state == [{"path": "../../AGENTS.md", "chars": 26_045, "omitted": 14_117},
                      {"path": "../AGENTS.md", "chars": 36, "omitted": 0},

@@ -19,6 +19,7 @@ from actors.core.messages import SHOWN
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
 from actors.testing.torture import is_summary_request
+from repl.session_commands import describe
 from tests.runtime import pid_alive, running, settings_for
 
 pytestmark = pytest.mark.anyio
@@ -154,6 +155,10 @@ async def test_exit_2_blocks_a_tool_call_whose_result_says_why(tmp_path: Path) -
     [record] = store.info(sup.session_id).state["hooks"]
     assert (record["event"], record["outcome"], record["exit_code"], record["said"]) == (
         "PreToolUse", "blocked", 2, "no rm -rf in this project")
+    shown = describe(store.info(sup.session_id))  # --info and \\info
+    at = shown.index("Hooks:        1 outcome kept; the last:")
+    assert shown[at + 1].endswith("PreToolUse blocked (exit 2) `echo 'no rm -rf in this "
+                                  "project' >&2; exit 2`: no rm -rf in this project")
 
 
 async def test_exit_2_blocks_a_prompt_which_is_neither_sent_nor_kept(tmp_path: Path) -> None:

@@ -75,6 +75,12 @@ def test_a_projects_hooks_do_not_run_before_approval(tmp_path: Path) -> None:
         assert f"  SessionStart: touch {marker}" in approved.stdout
         assert not marker.exists()  # approving runs nothing
 
+        doctor = harness("--doctor", "--base-url", "http://127.0.0.1:9", memory_dir=memory,
+                         cwd=project)
+        assert (f"Settings (project): {settings}: approved; SessionStart: 1 command (*: 1)"
+                in doctor.stdout.splitlines())
+        assert f"Settings (user):    {tmp_path / 'settings.json'}: none" in doctor.stdout
+
         second = ask()
         assert second.returncode == 0 and marker.exists()
         assert NOT_APPROVED not in second.stderr

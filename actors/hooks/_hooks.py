@@ -110,6 +110,12 @@ class Hooks:
     def __bool__(self) -> bool:
         return bool(self.table)
 
+    def longest(self, event: HookEvent) -> float:
+        """The longest timeout of ``event``'s commands (0: none run): a bound for a caller
+        that must not wait longer (the shutdown's SessionEnd)."""
+        commands = self.table.commands_for(event.name, event.matched)
+        return max((c.timeout for c in commands), default=0.0)
+
     def payload(self, event: HookEvent, mode: str) -> dict[str, Any]:
         """The JSON a command of ``event`` reads on its stdin (see :mod:`._events`)."""
         return {

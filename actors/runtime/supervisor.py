@@ -336,8 +336,10 @@ class Supervisor:
                 status = "saved"  # stopped from outside (SIGTERM): a clean exit
                 raise
             finally:
-                with anyio.CancelScope(shield=True):  # bounded by each hook's own timeout
-                    await self._hook(SessionEnd(ended))
+                end = SessionEnd(ended)  # its hooks' own timeouts, and a grace to report
+                with anyio.move_on_after(self._hooks.longest(end) + SHUTDOWN_SECONDS,
+                                         shield=True):
+                    await self._hook(end)
                 with anyio.move_on_after(SHUTDOWN_SECONDS, shield=True):
                     await anyio.to_thread.run_sync(self._finish, status)
 
