@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 __all__ = ["APPROVALS_NAME", "APPROVE_COMMAND", "approvals_path", "approve", "is_approved",
@@ -75,6 +74,8 @@ def approve(memory_dir: Path, path: Path, digest: str) -> None:
     approvals = _approvals(memory_dir)
     approvals[_key(path)] = digest
     text = json.dumps({"version": _VERSION, "files": approvals}, indent=1, sort_keys=True)
+    import tempfile  # here: the start of a run that approves nothing does not load it
+
     fd, temporary = tempfile.mkstemp(prefix=".approvals.", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as file:

@@ -24,8 +24,6 @@ cached, so each open reads the files as they are.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import stat
 from collections.abc import Mapping
@@ -92,6 +90,9 @@ def load_json_file(path: Path, *, max_bytes: int = MAX_BYTES) -> Loaded:
         return Loaded(exists=True, problem=str(exc))
     except OSError as exc:
         return Loaded(exists=True, problem=f"cannot be read ({exc.strerror or exc})")
+    import hashlib  # here: a start without settings files imports neither (the REPL's start)
+    import json
+
     digest = hashlib.sha256(data).hexdigest()
     if len(data) > max_bytes:
         return Loaded(exists=True, digest=digest,
