@@ -330,3 +330,19 @@ async def test_a_failing_hook_is_shown_and_ignored(tmp_path: Path) -> None:
             "bash: line 1: /no/such/hook-script: No such file or directory") in said
     assert ("UserPromptSubmit hook `echo 'cannot reach the ticket server' >&2; exit 1` exited 1"
             " (ignored): cannot reach the ticket server") in said
+
+
+async def test_what_a_post_tool_use_hook_changes_belongs_to_the_call(tmp_path: Path) -> None:
+    """A formatter run after an edit: its change is in the call's snapshot (a rewind undoes
+    it with the call's), not a hand edit found later."""
+    user_hooks(tmp_path, {"PostToolUse": on("sed -i 's/x=1/x = 1/' x.py", "write_file")})
+    script = [Reply(tool_calls=[ToolCall("write_file", {"path": "x.py", "content": "x=1\n"},
+                                         id="c1")]),
+              Reply("Written.")]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url)
+        async with running(settings) as (sup, _):
+            assert (await sup.run_turn("write x.py")).ok
+            changed = "\n".join(await sup.files_changed(with_diff=True))
+    assert (settings.sandbox_dir / "x.py").read_text() == "x = 1\n"
+    assert "+x = 1" in changed and "x=1" not in changed

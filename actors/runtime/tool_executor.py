@@ -397,6 +397,21 @@ class ToolExecutor:
                 except Exception as exc:  # a tool bug must not take the harness down
                     text = f"Error: the tool crashed ({type(exc).__name__}: {exc})."
                     status = "failed"
+            if deadline.cancelled_caught:
+                seen = "".join(context.progress)
+                text = (
+                    f"{INTERRUPTED_NOTICE}\n(Timed out after {self.timeout:g} s "
+                    "(--tool-timeout); the call was stopped"
+                    + ("; the command's process group was killed" if name == "run_bash"
+                       else "")
+                    + ".)"
+                    + (f"\nOutput before the timeout:\n{seen}" if seen else "")
+                )
+                status = "timed_out"
+            running.started_at = None
+            outcome = running.outcome = self._outcome(call, status, text)
+            if status == "done":  # before the snapshot: what a formatter hook changes is
+                outcome = await self._post_tool_use(outcome, args, running)  # the call's
         except BaseException:  # interrupted: what it changed is recorded, not waited for
             if workspace is not None:
                 workspace.note("after", running.call_id, name)
@@ -405,27 +420,20 @@ class ToolExecutor:
             taken = await workspace.snapshot("after", running.call_id, name)
             if taken is not None and taken.changes and name == "run_bash":
                 running.changed = describe_changes(taken.changes)
-        if deadline.cancelled_caught:
-            seen = "".join(context.progress)
-            text = (
-                f"{INTERRUPTED_NOTICE}\n(Timed out after {self.timeout:g} s (--tool-timeout); "
-                "the call was stopped"
-                + ("; the command's process group was killed" if name == "run_bash" else "")
-                + ".)"
-                + (f"\nOutput before the timeout:\n{seen}" if seen else "")
-            )
-            status = "timed_out"
-        running.started_at = None
-        outcome = running.outcome = self._outcome(call, status, text)
-        if status == "done":
-            after = await self._hook(PostToolUse(name, dict(args), running.call_id,
-                                                 outcome.text), running)
-            said = "\n\n".join(filter(None, (after.feedback, after.context)))
-            if said:
-                block = after.for_model("PostToolUse", said)
-                outcome = replace(outcome, content=f"{outcome.content}\n{block}",
-                                  text=f"{outcome.text}\n{block}")
         return outcome
+
+    async def _post_tool_use(self, outcome: CallOutcome, args: dict[str, Any],
+                             running: _Running) -> CallOutcome:
+        """The PostToolUse hooks of a call that ran; what they say for the model follows
+        its result."""
+        after = await self._hook(PostToolUse(outcome.name, dict(args), outcome.call_id,
+                                             outcome.text), running)
+        said = "\n\n".join(filter(None, (after.feedback, after.context)))
+        if not said:
+            return outcome
+        block = after.for_model("PostToolUse", said)
+        return replace(outcome, content=f"{outcome.content}\n{block}",
+                       text=f"{outcome.text}\n{block}")
 
     async def _hook(self, event: PreToolUse | PostToolUse, running: _Running) -> Verdict:
         """Run the hooks of ``event``; what they did goes to the batch's records, and a
