@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from actors.hooks import HookCommand, run_command
+from actors.hooks import HookCommand, Ran, run_command
 from actors.hooks._run import MAX_OUTPUT_BYTES
 from tests.runtime import pid_alive
 
 pytestmark = pytest.mark.anyio
 
 
-async def run(tmp_path: Path, command: str, payload: bytes = b"{}", timeout: float = 20):
-    return await run_command(HookCommand(command, timeout), payload, cwd=tmp_path,
+async def run(tmp_path: Path, command: str, payload: bytes = b"{}", seconds: float = 20
+              ) -> Ran:
+    return await run_command(HookCommand(command, seconds), payload, cwd=tmp_path,
                              extra_env={"HARNESS_PROJECT_DIR": str(tmp_path)})
 
 
@@ -38,7 +39,7 @@ async def test_a_hook_that_reads_nothing_and_a_flood_of_output(tmp_path: Path) -
 
 async def test_the_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
-    ran = await run(tmp_path, f"sleep 300 & echo $$ $! > {pids}; sleep 300", timeout=0.3)
+    ran = await run(tmp_path, f"sleep 300 & echo $$ $! > {pids}; sleep 300", seconds=0.3)
     assert (ran.exit_code, ran.timed_out) == (None, True)
     assert not [pid for pid in map(int, pids.read_text().split()) if pid_alive(pid)]
 
