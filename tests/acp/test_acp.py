@@ -48,9 +48,9 @@ from actors.testing.scripted_server import (
     ToolCall,
     tool_pairing_errors,
 )
-from tests.children import read_line
-from tests.clitools import REPO, harness
-from tests.runtime import pid_alive, wait_for
+from tests.support.children import read_line
+from tests.support.clitools import REPO, harness
+from tests.support.runtime import pid_alive, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]  # each test starts the harness
 

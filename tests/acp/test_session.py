@@ -47,7 +47,7 @@ from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from repl.acp.session import ServedSession
 from repl.acp.updates import event_update, prompt_text, replay
-from tests.runtime import settings_for
+from tests.support.runtime import settings_for
 
 
 class Editor:

@@ -13,7 +13,7 @@ import pexpect
 import pytest
 
 from actors.testing.scripted_server import Reply, ScriptedServer
-from tests.clitools import REPO, harness
+from tests.support.clitools import REPO, harness
 
 pytestmark = pytest.mark.slow  # every test here starts the harness
 

@@ -14,11 +14,11 @@ import pytest
 
 from actors.core.messages import INTERRUPTED_NOTICE
 from actors.testing.scripted_server import Reply, ScriptedServer, tool_pairing_errors
-from tests.clitools import harness
+from tests.support.clitools import harness
 
 pytestmark = pytest.mark.slow  # every test here starts Python processes
 
-FIXTURES = Path(__file__).parent / "fixtures" / "peers"
+FIXTURES = Path(__file__).parents[1] / "support" / "fixtures" / "peers"
 PEERS = {
     "claude-code": ("claude-code/-home-dev-calc/5d1c2a3e-7b4f-4c1d-9e2a-1f0b6c8d4e21.jsonl",
                     "toolu_05"),

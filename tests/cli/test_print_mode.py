@@ -24,9 +24,9 @@ from actors.testing.scripted_server import (
     ToolCall,
     tool_pairing_errors,
 )
-from tests.children import read_line, rest_of
-from tests.clitools import REPO, harness
-from tests.runtime import pid_alive, wait_for
+from tests.support.children import read_line, rest_of
+from tests.support.clitools import REPO, harness
+from tests.support.runtime import pid_alive, wait_for
 
 pytestmark = pytest.mark.slow  # every test here starts a Python process
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from actors.core.compaction import summary_message
-from tests import clitools
-from tests.stores import Stores
+from tests.support import clitools
+from tests.support.stores import Stores
 
 pytestmark = pytest.mark.slow  # every test here starts a Python process
 
@@ -32,7 +32,7 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def harness(stores: Stores, project: Path) -> Any:
-    """``tests.clitools.harness`` with this test's store, run in the project directory."""
+    """``tests.support.clitools.harness`` with this test's store, run in the project directory."""
     return partial(clitools.harness, env=stores.env, cwd=project)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from actors.store import SessionStore
 from actors.testing.scripted_server import Fail, Reply, ScriptedServer, ToolCall
-from tests.clitools import harness
+from tests.support.clitools import harness
 
 pytestmark = pytest.mark.slow  # every test here starts a Python process
 

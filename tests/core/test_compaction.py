@@ -40,7 +40,7 @@ from actors.testing.scripted_server import (
     tool_pairing_errors,
 )
 from actors.tools import tool_schemas
-from tests.runtime import running, settings_for
+from tests.support.runtime import running, settings_for
 
 LONG = "This answer goes into detail. " * 40  # ~300 tokens
 
@@ -374,7 +374,7 @@ async def test_pinned_text_survives_two_compactions_verbatim(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_compact_from_the_command_line_and_info(memory_dir: Path, tmp_path: Path) -> None:
-    from tests.clitools import harness
+    from tests.support.clitools import harness
 
     project = tmp_path / "project"
     project.mkdir()

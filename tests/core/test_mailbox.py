@@ -12,7 +12,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from actors.core.errors import ActorGone, HarnessError, StorageError
 from actors.core.mailbox import answer, ask
-from tests.virtual_time import BACKENDS, on_virtual_time
+from tests.support.virtual_time import BACKENDS, on_virtual_time
 
 pytestmark = pytest.mark.anyio
 

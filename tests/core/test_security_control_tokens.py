@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from actors.core.control_tokens import MARK, ControlTokens
 from actors.testing.flavours import Flavour, LlamaCpp, Ollama
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from tests.runtime import running, settings_for
+from tests.support.runtime import running, settings_for
 
 FAMILY_TOKENS = ["<|im_start|>", "<|im_end|>", "<|eot_id|>", "<|start_header_id|>",
                  '<|"|>', "<|turn>", "<turn|>", "<|tool_response>", "<tool_response|>",

@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from actors.core.turn import Turn
-from tests.virtual_time import BACKENDS, on_virtual_time
+from tests.support.virtual_time import BACKENDS, on_virtual_time
 
 pytestmark = pytest.mark.anyio
 

@@ -22,9 +22,9 @@ import pytest
 
 from actors.core.control_tokens import MARK
 from actors.store import SessionStore
-from tests.clitools import harness
-from tests.llamacpp import LlamaServer, RecordingProxy, llama_server
-from tests.test_repl import PROMPT, Terminal, start
+from tests.e2e.test_repl import PROMPT, Terminal, start
+from tests.support.clitools import harness
+from tests.support.llamacpp import LlamaServer, RecordingProxy, llama_server
 
 pytestmark = pytest.mark.slow  # the harness and the server are processes
 

@@ -17,8 +17,8 @@ import pytest
 from actors.core.messages import INTERRUPTED_NOTICE
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
-from tests.clitools import REPO
-from tests.runtime import pid_alive, wait_for
+from tests.support.clitools import REPO
+from tests.support.runtime import pid_alive, wait_for
 
 pytestmark = pytest.mark.slow  # every test here starts a Python process
 

@@ -20,7 +20,7 @@ import pytest
 
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from tests.clitools import REPO
+from tests.support.clitools import REPO
 
 pytestmark = pytest.mark.slow  # each test starts the harness
 

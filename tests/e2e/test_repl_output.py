@@ -15,8 +15,8 @@ import pytest
 from actors.core.messages import SHOWN
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from tests.clitools import REPO
-from tests.test_repl import PROMPT, Terminal, start
+from tests.e2e.test_repl import PROMPT, Terminal, start
+from tests.support.clitools import REPO
 
 pytestmark = pytest.mark.slow
 

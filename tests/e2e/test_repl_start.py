@@ -15,7 +15,7 @@ import pytest
 
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer
-from tests.test_sessions_repl import PROMPT, Screen, info_of
+from tests.e2e.test_sessions_repl import PROMPT, Screen, info_of
 
 pytestmark = pytest.mark.slow  # every test here starts the harness in a pty
 

@@ -19,8 +19,8 @@ from actors.core.budget import UsageTotals
 from actors.core.messages import pairing_problems
 from actors.store import SessionInfo, SessionStore
 from actors.testing.scripted_server import Hang, Reply, ScriptedServer, ToolCall
-from tests.clitools import REPO
-from tests.stores import wait_until
+from tests.support.clitools import REPO
+from tests.support.stores import wait_until
 
 pytestmark = pytest.mark.slow  # every test here starts the harness in a pty
 

@@ -24,10 +24,10 @@ import pytest
 
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.workspace._crashpoints import ENV
-from tests.children import READ_TIMEOUT, read_line
-from tests.clitools import REPO, harness
-from tests.project_files import exact, listing, record_two_turns
-from tests.stores import Stores
+from tests.support.children import READ_TIMEOUT, read_line
+from tests.support.clitools import REPO, harness
+from tests.support.project_files import exact, listing, record_two_turns
+from tests.support.stores import Stores
 
 pytestmark = pytest.mark.slow
 

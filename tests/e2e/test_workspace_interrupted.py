@@ -22,8 +22,8 @@ import pytest
 
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.workspace._crashpoints import ENV
-from tests.clitools import REPO, harness, killed_at, stopped_at
-from tests.project_files import exact, record_two_turns
+from tests.support.clitools import REPO, harness, killed_at, stopped_at
+from tests.support.project_files import exact, record_two_turns
 
 pytestmark = pytest.mark.slow
 

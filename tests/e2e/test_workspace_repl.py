@@ -11,9 +11,9 @@ import pytest
 
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from tests.clitools import killed_at
-from tests.project_files import record_two_turns
-from tests.test_sessions_repl import Screen
+from tests.e2e.test_sessions_repl import Screen
+from tests.support.clitools import killed_at
+from tests.support.project_files import record_two_turns
 
 pytestmark = pytest.mark.slow  # every test here starts the harness in a pty
 

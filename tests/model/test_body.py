@@ -25,7 +25,7 @@ from actors.model._connection import connect
 from actors.model._endpoint import Endpoint
 from actors.model._timeouts import Timeouts
 from actors.model._wire import stream_chat
-from tests.children import read_line
+from tests.support.children import read_line
 
 LIMITS = Timeouts(60)  # how long the server may keep a request waiting
 
@@ -242,7 +242,7 @@ def test_stored_rows_go_into_the_body_as_read_not_copied() -> None:
     assert json.loads(bytes(body))["messages"] == messages
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from actors.core.events import Event, EventSink, Notice, StreamRestarted, TextDe
 from actors.core.mailbox import ask
 from actors.model import ModelClient, ModelOutcome, ModelRequest
 from actors.testing.scripted_server import Reply, _chunks
-from tests.virtual_time import BACKENDS, on_virtual_time
+from tests.support.virtual_time import BACKENDS, on_virtual_time
 
 pytestmark = pytest.mark.anyio
 BASE_URL = "http://model.test/v1"

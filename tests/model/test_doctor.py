@@ -13,8 +13,8 @@ import pytest
 from actors.model.doctor import Finding, diagnose
 from actors.testing.flavours import VLLM, Flavour, LlamaCpp, Ollama
 from actors.testing.scripted_server import Hang, Reply, ScriptedServer
-from tests.clitools import harness
-from tests.test_repl import PROMPT, start
+from tests.e2e.test_repl import PROMPT, start
+from tests.support.clitools import harness
 
 
 def free_port() -> int:

@@ -16,7 +16,7 @@ from actors.core.events import Notice
 from actors.model import CUT_ANSWER_NOTICE, CUT_CALL_RESULT
 from actors.testing.flavours import LlamaCpp
 from actors.testing.scripted_server import Reply, ScriptedServer, StreamError, ToolCall
-from tests.runtime import running, settings_for
+from tests.support.runtime import running, settings_for
 
 pytestmark = pytest.mark.anyio
 

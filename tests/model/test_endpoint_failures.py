@@ -32,7 +32,7 @@ from actors.testing.scripted_server import (
     Step,
     StreamError,
 )
-from tests.endpoints import TOOLS, Asked, ask_model, ask_once
+from tests.support.endpoints import TOOLS, Asked, ask_model, ask_once
 
 pytestmark = pytest.mark.anyio
 

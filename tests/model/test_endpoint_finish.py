@@ -12,7 +12,7 @@ from actors.core.events import Notice
 from actors.model import CUT_ANSWER_NOTICE, CUT_CALL_RESULT, CUT_CALLS_REASON
 from actors.testing.flavours import LlamaCpp, Ollama
 from actors.testing.scripted_server import Fail, Reply, ScriptedServer, ToolCall
-from tests.runtime import running, settings_for
+from tests.support.runtime import running, settings_for
 
 pytestmark = pytest.mark.anyio
 

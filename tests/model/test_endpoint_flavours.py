@@ -14,7 +14,7 @@ import pytest
 from actors.core.events import ReasoningDelta, ReasoningRevealed, TextDelta, ToolCallStarted
 from actors.testing.flavours import VLLM, Flavour, LlamaCpp, Ollama
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
-from tests.runtime import running, settings_for
+from tests.support.runtime import running, settings_for
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ import pytest
 from actors.store import SessionStore
 from actors.testing.flavours import Flavour, LlamaCpp, Ollama
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from tests.runtime import running, settings_for
+from tests.support.runtime import running, settings_for
 
 pytestmark = pytest.mark.anyio
 

@@ -23,9 +23,9 @@ from actors.core.prompts import system_prompt
 from actors.testing.flavours import LlamaCpp
 from actors.testing.scripted_server import Reply, ScriptedServer
 from actors.tools import COMPACT_TOOLS, TOOLS, tool_schemas
-from tests.clitools import REPO
-from tests.runtime import running, settings_for
-from tests.strict import unavailable
+from tests.support.clitools import REPO
+from tests.support.runtime import running, settings_for
+from tests.support.strict import unavailable
 
 LIMIT = 1200
 NOTES = {"project": "Use tabs. " * 400, "user": "Prefers short answers."}

@@ -18,7 +18,7 @@ from actors.core.errors import (
 )
 from actors.model import RetryPolicy
 from actors.model._retry import with_retries
-from tests.endpoints import Recorded
+from tests.support.endpoints import Recorded
 
 pytestmark = pytest.mark.anyio
 

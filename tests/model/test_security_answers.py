@@ -19,8 +19,8 @@ import pytest
 from actors.core.events import Notice
 from actors.testing.flavours import LlamaCpp
 from actors.testing.scripted_server import Flood, Reply, ScriptedServer, tool_pairing_errors
-from tests.clitools import REPO
-from tests.runtime import running, settings_for
+from tests.support.clitools import REPO
+from tests.support.runtime import running, settings_for
 
 LIMIT = 64 * 1024
 MB = 1024 * 1024

@@ -31,7 +31,7 @@ from repl.interactive.sanitize import json_text, sanitize
 from repl.interactive.status import TurnStatus
 from repl.interactive.terminal import Capabilities
 from repl.interactive.view import SessionView
-from tests.clitools import REPO
+from tests.support.clitools import REPO
 
 PLAIN = Capabilities(tty=True, colour=False)
 COLOUR = Capabilities(tty=True, colour=True)

@@ -21,8 +21,8 @@ from actors.runtime.checkpoint_writer import (
     run_checkpoint_writer,
 )
 from actors.store import SessionStore
-from tests.stores import pending_index
-from tests.virtual_time import BACKENDS, on_virtual_time
+from tests.support.stores import pending_index
+from tests.support.virtual_time import BACKENDS, on_virtual_time
 
 pytestmark = pytest.mark.anyio
 SYSTEM = {"role": "system", "content": "sys"}

@@ -27,7 +27,7 @@ from actors.core.turn import Turn
 from actors.model.client import ModelOutcome, ModelRequest
 from actors.runtime.compactor import SUMMARY_PROMPT, CompactAnswer, Compactor, CompactRequest
 from actors.runtime.context import WorkingContext
-from tests.virtual_time import BACKENDS, on_virtual_time
+from tests.support.virtual_time import BACKENDS, on_virtual_time
 
 pytestmark = pytest.mark.anyio
 LONG = "A long answer with many details. " * 30

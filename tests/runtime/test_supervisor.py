@@ -40,7 +40,7 @@ from actors.testing.scripted_server import (
     ToolCall,
     tool_pairing_errors,
 )
-from tests.runtime import Recorder, pid_alive, running, settings_for, wait_for
+from tests.support.runtime import Recorder, pid_alive, running, settings_for, wait_for
 
 pytestmark = pytest.mark.anyio
 

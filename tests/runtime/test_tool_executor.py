@@ -28,7 +28,7 @@ from actors.runtime.recovery import settle_batch
 from actors.runtime.tool_executor import BatchOutcome, ToolBatch, ToolExecutor, without_effects
 from actors.store import SessionStore
 from actors.tools import Permission, Tool, ToolContext
-from tests.virtual_time import BACKENDS, on_virtual_time
+from tests.support.virtual_time import BACKENDS, on_virtual_time
 
 pytestmark = pytest.mark.anyio
 NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}

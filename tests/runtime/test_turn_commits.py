@@ -29,12 +29,12 @@ from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, Step, ToolCall
 from actors.testing.torture import missing_from_transcript
 from actors.tools import TOOLS
-from tests.children import read_line, rest_of
-from tests.programs.turn_child import WAIT_TOOL
-from tests.runtime import Recorder, running, settings_for
+from tests.support.children import read_line, rest_of
+from tests.support.programs.turn_child import WAIT_TOOL
+from tests.support.runtime import Recorder, running, settings_for
 
 pytestmark = pytest.mark.anyio
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 WRITES = ("append", "checkpoint", "mark_started", "mark_process_group", "replace_context")
 
 
@@ -262,8 +262,8 @@ def test_a_kill_during_a_batch_of_reads_is_a_kill_during_the_answer(
     with ScriptedServer(script) as server:
         settings = settings_for(tmp_path, server.base_url)
         with subprocess.Popen(
-            [sys.executable, "-m", "tests.programs.turn_child", str(tmp_path), server.base_url,
-             backend],
+            [sys.executable, "-m", "tests.support.programs.turn_child", str(tmp_path),
+             server.base_url, backend],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": str(REPO)},
         ) as child:

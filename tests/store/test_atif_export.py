@@ -17,10 +17,10 @@ from actors.store import Store
 from actors.store._atif import to_atif
 from actors.store.peers import import_sessions
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from tests.clitools import harness
-from tests.stores import Stores
+from tests.support.clitools import harness
+from tests.support.stores import Stores
 
-FIXTURES = Path(__file__).parent / "fixtures" / "peers"
+FIXTURES = Path(__file__).parents[1] / "support" / "fixtures" / "peers"
 
 
 def linked(trajectory: dict[str, Any]) -> None:

@@ -14,18 +14,18 @@ import pytest
 
 from actors.core.messages import pairing_problems
 from actors.store import SessionStore
-from tests.children import read_line
-from tests.stores import Stores
+from tests.support.children import read_line
+from tests.support.stores import Stores
 
 pytestmark = pytest.mark.slow  # every test here starts a Python process
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _run_and_kill(stores: Stores, memory_dir: Path, sid: str, delay: float) -> int:
     """Start a writer, let it run ``delay`` seconds, SIGKILL it; return the last ack seen."""
     with subprocess.Popen(
-        [sys.executable, "-m", "tests.programs.store_writer", str(memory_dir), sid],
+        [sys.executable, "-m", "tests.support.programs.store_writer", str(memory_dir), sid],
         cwd=REPO, stdout=subprocess.PIPE, text=True, env={**os.environ, **stores.env},
     ) as proc:
         assert proc.stdout is not None

@@ -26,8 +26,8 @@ from actors.core.errors import CorruptSession
 from actors.core.messages import pairing_problems
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
-from tests.clitools import REPO, harness
-from tests.strict import unavailable
+from tests.support.clitools import REPO, harness
+from tests.support.strict import unavailable
 
 NAMESPACE_READY_S = 10
 
@@ -128,7 +128,7 @@ def tiny_fs(tmp_path: Path, mounts: Mounts) -> Path:
 
 def harness_in(mounts: Mounts, *args: str, memory_dir: Path, cwd: Path | None = None,
                timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """:func:`tests.clitools.harness`, run where the mounts are."""
+    """:func:`tests.support.clitools.harness`, run where the mounts are."""
     if not mounts.prefix:
         return harness(*args, memory_dir=memory_dir, cwd=cwd, timeout=timeout)
     env = {**os.environ, "AGENT_HARNESS_MEMORY_DIR": str(memory_dir), "PYTHONPATH": str(REPO)}

@@ -13,7 +13,7 @@ import pytest
 from actors.core.errors import InvalidRecord
 from actors.store import SessionStore, import_paths
 from actors.store._records import read_record_file
-from tests.clitools import harness
+from tests.support.clitools import harness
 
 GOOD_ID = "goodsession1"
 

@@ -20,8 +20,8 @@ import pytest
 
 from actors.store import SessionStore
 from actors.testing.scripted_server import tool_pairing_errors
-from tests.clitools import REPO, harness
-from tests.stores import Stores
+from tests.support.clitools import REPO, harness
+from tests.support.stores import Stores
 
 pytestmark = pytest.mark.slow
 CHILD_READY_S = 20

@@ -17,9 +17,9 @@ import pytest
 
 from actors.core.messages import pairing_problems
 from actors.store import SessionStore
-from tests.children import read_line
+from tests.support.children import read_line
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SYSTEM = {"role": "system", "content": "sys"}
 
 
@@ -111,7 +111,7 @@ def test_a_kill_between_the_journal_and_its_tables_loses_nothing(
     rng = random.Random(every)
     for _ in range(4):
         with subprocess.Popen(
-            [sys.executable, "-m", "tests.programs.journal_writer", str(memory_dir), sid,
+            [sys.executable, "-m", "tests.support.programs.journal_writer", str(memory_dir), sid,
              str(every)], cwd=REPO, stdout=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": str(REPO)},
         ) as proc:

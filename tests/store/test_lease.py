@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from actors.core.errors import SessionLocked
-from tests.children import read_line
-from tests.stores import Stores, wait_until
+from tests.support.children import read_line
+from tests.support.stores import Stores, wait_until
 
 pytestmark = pytest.mark.slow  # every test here starts a Python process
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def holder_text(stores: Stores, pid: int) -> str:
@@ -34,7 +34,7 @@ def holder(
     sid = store.create_session()
     store.close()
     with subprocess.Popen(
-        [sys.executable, "-m", "tests.programs.lease_holder", str(memory_dir), sid],
+        [sys.executable, "-m", "tests.support.programs.lease_holder", str(memory_dir), sid],
         cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         env={**os.environ, **stores.env},
     ) as proc:

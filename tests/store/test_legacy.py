@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.store import import_paths
-from tests.stores import Stores
+from tests.support.stores import Stores
 
 
 def legacy_record(session_id: str, text: str) -> dict[str, Any]:

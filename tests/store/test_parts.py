@@ -20,7 +20,7 @@ from actors.store._write_ahead import changes_of, notice_for
 from actors.store.sqlite._database import DB_NAME, SqliteDatabase
 from actors.store.sqlite._index import Fts5Index
 from actors.store.sqlite._lease import FlockLeases
-from tests.stores import Stores, pending_index
+from tests.support.stores import Stores, pending_index
 
 SYSTEM = {"role": "system", "content": "s"}
 

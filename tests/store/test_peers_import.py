@@ -21,9 +21,9 @@ from actors.store._hostile import call_id_problems
 from actors.store.peers import import_sessions
 from actors.store.peers._detect import detect
 from actors.store.peers._draft import derived_id
-from tests.stores import Stores
+from tests.support.stores import Stores
 
-FIXTURES = Path(__file__).parent / "fixtures" / "peers"
+FIXTURES = Path(__file__).parents[1] / "support" / "fixtures" / "peers"
 CLAUDE = FIXTURES / "claude-code" / "-home-dev-calc" / "5d1c2a3e-7b4f-4c1d-9e2a-1f0b6c8d4e21.jsonl"
 CODEX = (FIXTURES / "codex" / "sessions" / "2026" / "08" / "02"
          / "rollout-2026-08-02T09-00-00-0198f3a2-6c1e-7d40-9b8a-2e5f4c3d1a07.jsonl")

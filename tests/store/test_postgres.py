@@ -31,10 +31,10 @@ from actors.testing.scripted_server import (
     ToolCall,
     tool_pairing_errors,
 )
-from tests.children import read_line, rest_of
-from tests.clitools import REPO, harness
-from tests.runtime import wait_for
-from tests.stores import Stores, wait_until
+from tests.support.children import read_line, rest_of
+from tests.support.clitools import REPO, harness
+from tests.support.runtime import wait_for
+from tests.support.stores import Stores, wait_until
 
 SYSTEM = {"role": "system", "content": "sys"}
 

@@ -19,8 +19,8 @@ from actors.core.stored import StoredMessages
 from actors.model import _body
 from actors.store import SqliteStore, _extend, _rows
 from actors.testing.scripted_server import Reply, ScriptedServer
-from tests.runtime import running, settings_for
-from tests.stores import Stores
+from tests.support.runtime import running, settings_for
+from tests.support.stores import Stores
 
 SYSTEM = {"role": "system", "content": "sys"}
 

@@ -18,7 +18,7 @@ from actors.core.errors import AmbiguousSessionId, SessionNotFound, UsageError
 from actors.core.ids import ALPHABET, new_session_id
 from actors.core.messages import call_ids_of, pairing_problems
 from actors.store import Store, _branches
-from tests.stores import Stores
+from tests.support.stores import Stores
 
 SYSTEM = {"role": "system", "content": "You are a coding agent."}
 

@@ -16,8 +16,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from actors.core.errors import ContextConflict
 from actors.core.messages import repair
 from actors.store import Store, open_store
-from tests.stores import SKIP_REASON, Schemas, pg_server_url
-from tests.strict import unavailable
+from tests.support.stores import SKIP_REASON, Schemas, pg_server_url
+from tests.support.strict import unavailable
 
 
 class StoreMachine(RuleBasedStateMachine):

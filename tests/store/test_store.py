@@ -14,7 +14,7 @@ import pytest
 from actors.core.errors import ContextConflict, InvalidSessionId, SessionNotFound, UsageError
 from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE, pairing_problems
 from actors.store import SessionStore, Store, export_session, import_paths
-from tests.stores import Stores
+from tests.support.stores import Stores
 
 SYSTEM = {"role": "system", "content": "You are a coding agent."}
 

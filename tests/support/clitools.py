@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def harness(
@@ -35,7 +35,7 @@ def stopped_at(point: str, *args: str, memory_dir: Path, cwd: Path) -> subproces
     (``actors.workspace._crashpoints``); answered once it says it is there (it blocks then:
     the caller kills it, or signals it for a ``NAME#N~`` point)."""
     from actors.workspace._crashpoints import ENV
-    from tests.children import READ_TIMEOUT, read_line, rest_of
+    from tests.support.children import READ_TIMEOUT, read_line, rest_of
 
     env = {**os.environ, "AGENT_HARNESS_MEMORY_DIR": str(memory_dir),
            "PYTHONPATH": str(REPO), ENV: point}

@@ -6,7 +6,7 @@ The server and its model live outside the repository: ``$AGENT_HARNESS_LLAMA_SER
 (default: ``model.gguf`` beside the binary); without them, ``../shared/llamacpp/`` beside
 the repository (beside the main worktree, for a git worktree elsewhere). A server that
 cannot be found or started is a skip with its reason, a failure under
-``AGENT_HARNESS_TEST_STRICT=1`` (:mod:`tests.strict`).
+``AGENT_HARNESS_TEST_STRICT=1`` (:mod:`tests.support.strict`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.clitools import REPO
-from tests.strict import unavailable
+from tests.support.clitools import REPO
+from tests.support.strict import unavailable
 
 SERVER_ENV = "AGENT_HARNESS_LLAMA_SERVER"
 MODEL_ENV = "AGENT_HARNESS_LLAMA_MODEL"

@@ -15,7 +15,7 @@ from actors.core.config import Mode
 from actors.store import SessionStore, Store
 from actors.testing.scripted_server import Reply, ScriptedServer
 from actors.workspace import RestorePlan, Workspace
-from tests.runtime import running, settings_for
+from tests.support.runtime import running, settings_for
 
 
 def listing(root: Path) -> dict[str, object]:

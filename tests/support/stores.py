@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from actors.core.config import STORE_ENV
 from actors.store import Store, open_store
-from tests.strict import unavailable
+from tests.support.strict import unavailable
 
 PG_ENV = "AGENT_HARNESS_TEST_PG"
 SKIP_REASON = (

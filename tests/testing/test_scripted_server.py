@@ -33,7 +33,7 @@ from actors.testing.scripted_server import (
     load_script,
     tool_pairing_errors,
 )
-from tests.children import read_line
+from tests.support.children import read_line
 
 # Under trio, every stream that openai's AsyncStream ends by itself (it `break`s out of its own
 # SSE async generator on "data: [DONE]" without aclose()) leaves a chain of suspended async
@@ -479,7 +479,7 @@ def test_load_script_parses_the_json_forms() -> None:
 def test_program_serves_a_script_in_a_subprocess(tmp_path: Path) -> None:
     script = tmp_path / "steps.json"
     script.write_text(json.dumps([{"reply": "from another process"}]))
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     command = [sys.executable, "-m", "actors.testing.scripted_server", "--port", "0",
                "--script", script]
     with subprocess.Popen(

@@ -11,7 +11,7 @@ from actors.core.errors import ToolFailed
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
 from actors.tools import parse_arguments
 from actors.tools._arguments import MAX_DEPTH, MAX_INTEGER_DIGITS
-from tests.runtime import running, settings_for
+from tests.support.runtime import running, settings_for
 
 DEEP = "[" * 100_000 + "]" * 100_000
 HUGE_INTEGER = '{"id": ' + "7" * 5000 + ', "status": "done"}'

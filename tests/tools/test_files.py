@@ -10,7 +10,7 @@ import pytest
 from actors.core.errors import ToolFailed
 from actors.tools import TOOLS, ToolContext
 from actors.tools import files as file_tools
-from tests.tool_context import ToolSession
+from tests.support.tool_context import ToolSession
 
 pytestmark = pytest.mark.anyio
 

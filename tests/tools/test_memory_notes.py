@@ -12,7 +12,7 @@ from actors.core.config import Mode
 from actors.core.errors import ToolFailed
 from actors.core.prompts import note_path, read_memory_notes
 from actors.tools import TOOLS, ToolContext, validate_arguments
-from tests.tool_context import ToolSession
+from tests.support.tool_context import ToolSession
 
 pytestmark = pytest.mark.anyio
 

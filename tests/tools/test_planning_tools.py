@@ -10,7 +10,7 @@ import pytest
 from actors.core.errors import ToolFailed
 from actors.core.planning import MAX_RETRIES
 from actors.tools import TOOLS, ToolContext, validate_arguments
-from tests.tool_context import ToolSession
+from tests.support.tool_context import ToolSession
 
 pytestmark = pytest.mark.anyio
 

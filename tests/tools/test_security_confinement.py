@@ -20,9 +20,9 @@ from actors.core.events import Notice
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.tools import TOOLS, ToolContext, validate_arguments
-from tests.clitools import REPO
-from tests.runtime import Recorder, running, settings_for
-from tests.tool_context import ToolSession
+from tests.support.clitools import REPO
+from tests.support.runtime import Recorder, running, settings_for
+from tests.support.tool_context import ToolSession
 
 pytestmark = pytest.mark.anyio
 
@@ -100,7 +100,7 @@ async def test_a_write_keeps_the_files_mode(ctx: ToolContext, sandbox: Path) -> 
 
 
 class Swapper:
-    """Another process (tests/programs/swapper.py) that keeps replacing ``path`` with a
+    """Another process (tests/support/programs/swapper.py) that keeps replacing ``path`` with a
     symlink to ``target`` and back with a real file or directory, until the block ends."""
 
     def __init__(self, path: Path, target: Path, directory: bool) -> None:
@@ -109,7 +109,7 @@ class Swapper:
 
     def __enter__(self) -> Swapper:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.programs.swapper", *self.args], cwd=REPO,
+            [sys.executable, "-m", "tests.support.programs.swapper", *self.args], cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)}, text=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         )

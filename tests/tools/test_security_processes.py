@@ -16,10 +16,10 @@ from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.tools import TOOLS, ToolContext
 from actors.tools._base import ProcessGroup
-from tests.clitools import REPO
-from tests.runtime import running, settings_for, wait_for
-from tests.test_tools_shell import live_members
-from tests.tool_context import ToolSession
+from tests.support.clitools import REPO
+from tests.support.runtime import running, settings_for, wait_for
+from tests.support.tool_context import ToolSession
+from tests.tools.test_shell import live_members
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 
@@ -95,7 +95,7 @@ HOST = """
 import sys, anyio
 from pathlib import Path
 from actors.tools import TOOLS
-from tests.tool_context import tool_session
+from tests.support.tool_context import tool_session
 with tool_session(Path(sys.argv[1]) / "store") as session:
     ctx = session.context(Path(sys.argv[1]), Path(sys.argv[1]) / "m")
     anyio.run(TOOLS["run_bash"].run, ctx, {"command": sys.argv[2]})

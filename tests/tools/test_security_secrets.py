@@ -22,14 +22,14 @@ from actors.core.secrets import has_password, redact, url_secrets
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.tools import TOOLS, ToolContext
 from repl.cli import main
-from tests.clitools import REPO
-from tests.stores import Stores
-from tests.test_security_stoppable import CATASTROPHIC, descendants_running_grep
-from tests.tool_context import ToolSession
+from tests.support.clitools import REPO
+from tests.support.stores import Stores
+from tests.support.tool_context import ToolSession
+from tests.tools.test_security_stoppable import CATASTROPHIC, descendants_running_grep
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 
-PROBE = REPO / "tests" / "programs" / "secret_probe.py"
+PROBE = REPO / "tests" / "support" / "programs" / "secret_probe.py"
 PR_CAPBSET_DROP, CAP_SYS_PTRACE = 24, 19
 
 

@@ -24,10 +24,10 @@ from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.tools import TOOLS, ToolContext
 from actors.tools import files as file_tools
 from actors.tools._threads import Stop, run_stoppable
-from tests.children import rest_of
-from tests.clitools import REPO
-from tests.runtime import Recorder, running, settings_for
-from tests.tool_context import ToolSession
+from tests.support.children import rest_of
+from tests.support.clitools import REPO
+from tests.support.runtime import Recorder, running, settings_for
+from tests.support.tool_context import ToolSession
 
 pytestmark = pytest.mark.anyio
 

@@ -15,8 +15,8 @@ from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.tools import TOOLS, ToolContext, validate_arguments
 from actors.tools.session_tools import READ_SESSION_CHARS
-from tests.runtime import Recorder, running, settings_for
-from tests.tool_context import ToolSession
+from tests.support.runtime import Recorder, running, settings_for
+from tests.support.tool_context import ToolSession
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import pytest
 
 from actors.tools import TOOLS, ToolContext
 from actors.tools import shell as shell_tool
-from tests.tool_context import ToolSession
+from tests.support.tool_context import ToolSession
 
 pytestmark = [
     pytest.mark.anyio,

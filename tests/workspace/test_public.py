@@ -9,7 +9,7 @@ from pathlib import Path
 
 import actors.workspace
 
-REPL = Path(__file__).resolve().parent.parent / "repl"
+REPL = Path(__file__).resolve().parents[2] / "repl"
 
 
 def _imports(path: Path) -> list[str]:

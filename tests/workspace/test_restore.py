@@ -23,11 +23,11 @@ from actors.core.errors import UsageError
 from actors.workspace import Limits, Workspace, open_objects, settle
 from actors.workspace._crashpoints import ENV
 from actors.workspace._diff import Trees
-from tests.children import read_line, rest_of
-from tests.project_files import exact, listing, restore
-from tests.strict import unavailable
+from tests.support.children import read_line, rest_of
+from tests.support.project_files import exact, listing, restore
+from tests.support.strict import unavailable
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _bash(project: Path, command: str) -> None:
@@ -228,7 +228,7 @@ def test_hard_links_keep_their_other_names(project: Path, memory: Path) -> None:
 
 def _child(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.programs.workspace_child", *args],
+        [sys.executable, "-m", "tests.support.programs.workspace_child", *args],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
@@ -255,7 +255,7 @@ def test_kill_9_during_a_restore_leaves_each_path_done_or_still_to_do(
     expected_undo = exact(project)
     env = {**os.environ, ENV: "restore#5"}
     with subprocess.Popen(
-        [sys.executable, "-m", "tests.programs.workspace_child", "rewind", str(project),
+        [sys.executable, "-m", "tests.support.programs.workspace_child", "rewind", str(project),
          str(memory), "s1", "1"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=env,
     ) as proc:

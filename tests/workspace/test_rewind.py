@@ -20,11 +20,11 @@ from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.workspace import Workspace, apply_rewind, open_objects, plan_rewind
 from actors.workspace._housekeeping import collect
 from repl.cli import main
-from tests.children import read_line
-from tests.project_files import listing, record_two_turns
-from tests.runtime import settings_for
+from tests.support.children import read_line
+from tests.support.project_files import listing, record_two_turns
+from tests.support.runtime import settings_for
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Session:
@@ -150,7 +150,8 @@ def test_a_running_session_is_not_rewound_behind_its_back(
 ) -> None:
     first, _second = session.numbers
     with subprocess.Popen(
-        [sys.executable, "-m", "tests.programs.lease_holder", str(session.memory), session.id],
+        [sys.executable, "-m", "tests.support.programs.lease_holder", str(session.memory),
+         session.id],
         cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         env={**os.environ, "AGENT_HARNESS_STORE": "sqlite"},
     ) as holder:

@@ -27,7 +27,7 @@ from actors.workspace.keeper import (
     WorkspaceKeeper,
     describe_changes,
 )
-from tests.runtime import running, settings_for, wait_for
+from tests.support.runtime import running, settings_for, wait_for
 
 pytestmark = pytest.mark.anyio
 

@@ -14,8 +14,8 @@ from actors.workspace import Limits, Workspace, open_objects
 from actors.workspace._diff import Trees
 from actors.workspace._housekeeping import collect, due
 from actors.workspace._tree import OMITTED
-from tests.project_files import restore
-from tests.stores import Stores
+from tests.support.project_files import restore
+from tests.support.stores import Stores
 
 
 def _old(path: Path) -> None:

@@ -1,7 +1,7 @@
 """A writer process for the journal's crash tests: appends forever, as the supervisor does
 (``Store.append`` under the session's lease), printing ``ack N`` after each commit.
 
-Usage: python -m tests.programs.journal_writer MEMORY_DIR SESSION_ID EVERY
+Usage: python -m tests.support.programs.journal_writer MEMORY_DIR SESSION_ID EVERY
 Each append adds two messages and sets state {"n": len(messages)}. The journal's entries
 are applied every EVERY appends (0: never, so every one is left in the journal when the
 process is killed), as the checkpoint writer applies them between writes.

@@ -1,4 +1,4 @@
-"""Holds a session's lease until stdin closes: python -m tests.programs.lease_holder DIR ID
+"""Holds a session's lease until stdin closes: python -m tests.support.programs.lease_holder DIR ID
 
 The store is the one $AGENT_HARNESS_STORE names (SQLite in DIR when unset)."""
 

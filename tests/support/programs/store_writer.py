@@ -1,6 +1,6 @@
 """A writer process for crash tests: checkpoints forever, printing ``ack N`` after each commit.
 
-Usage: python -m tests.programs.store_writer MEMORY_DIR SESSION_ID
+Usage: python -m tests.support.programs.store_writer MEMORY_DIR SESSION_ID
 Each checkpoint appends two messages and sets state {"n": len(messages)} in one transaction.
 The store is the one $AGENT_HARNESS_STORE names (SQLite in MEMORY_DIR when unset).
 """

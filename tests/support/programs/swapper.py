@@ -1,4 +1,4 @@
-"""An attacker racing the file tools: python -m tests.programs.swapper PATH TARGET file|dir
+"""An attacker racing the file tools: python -m tests.support.programs.swapper PATH TARGET file|dir
 
 Keeps replacing PATH with a symlink to TARGET and back with a real file ("file": by an
 atomic rename over it) or a real directory ("dir": moved aside and made again, since a

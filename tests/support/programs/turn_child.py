@@ -1,6 +1,6 @@
 """A harness turn killed with SIGKILL by the test while a read runs.
 
-Usage: python -m tests.programs.turn_child WORKDIR BASE_URL BACKEND
+Usage: python -m tests.support.programs.turn_child WORKDIR BASE_URL BACKEND
 
 Registers :data:`WAIT_TOOL` (a read: ``Permission.READ``, never asks), opens a new session
 (printing ``session ID``) and runs one turn; the scripted model asks for the tool, which

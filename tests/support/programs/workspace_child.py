@@ -1,6 +1,6 @@
 """A process for workspace crash tests, killed with SIGKILL by the test at a known point.
 
-Usage: python -m tests.programs.workspace_child MODE PROJECT MEMORY_DIR [ARGS]
+Usage: python -m tests.support.programs.workspace_child MODE PROJECT MEMORY_DIR [ARGS]
 
 ``snapshot``: takes snapshots of PROJECT forever, printing ``snap HEX`` after each; the
 test changes files meanwhile and kills it at any moment.
