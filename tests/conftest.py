@@ -121,7 +121,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolSession]:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A small project for the REPL's pty tests (a module may define its own instead)."""
-    from tests.e2e.test_repl import make_project
+    from tests.support.terminal import make_project
 
     return make_project(tmp_path)
 
@@ -129,7 +129,7 @@ def project(tmp_path: Path) -> Path:
 @pytest.fixture
 def terminals() -> Iterator[Any]:
     """The REPL's pseudo-terminals a test opened, closed (their processes ended) at its end."""
-    from tests.e2e.test_repl import open_terminals
+    from tests.support.terminal import open_terminals
 
     with open_terminals() as opened:
         yield opened

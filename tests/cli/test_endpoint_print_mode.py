@@ -26,7 +26,8 @@ from actors.testing.scripted_server import (
     StreamError,
     tool_pairing_errors,
 )
-from tests.model.test_endpoint_flavours import (
+from tests.support.clitools import harness
+from tests.support.flavours import (
     AFTER,
     CONTENT,
     FLAVOURS,
@@ -35,7 +36,6 @@ from tests.model.test_endpoint_flavours import (
     script,
     sent_text,
 )
-from tests.support.clitools import harness
 
 pytestmark = pytest.mark.slow
 BACKOFF = "0.01"  # the schedule doubles from here: five attempts take 0.15 s, not 7.5 s

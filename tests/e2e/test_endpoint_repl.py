@@ -13,8 +13,8 @@ import pytest
 
 from actors.testing.flavours import LlamaCpp, Ollama
 from actors.testing.scripted_server import Fail, Reply, ScriptedServer
-from tests.e2e.test_repl import PROMPT, Terminal, start
-from tests.model.test_endpoint_failures import free_port
+from tests.support.ports import free_port
+from tests.support.terminal import PROMPT, Terminal, start
 
 pytestmark = pytest.mark.slow
 

@@ -24,9 +24,8 @@ from actors.store import SessionStore
 from actors.store._survivors import HAD_ENDED, STILL_RUNNING
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
 from tests.support.clitools import REPO
+from tests.support.processes import live_members, wait_until_gone
 from tests.support.runtime import wait_for
-from tests.tools.test_security_processes import wait_until_gone
-from tests.tools.test_shell import live_members
 
 pytestmark = [
     pytest.mark.slow,
@@ -190,7 +189,7 @@ def test_after_kill_9_the_resume_stops_a_survivor_and_says_which(
 
 
 def test_sighup_of_the_repl_during_a_command_leaves_nothing_running(tmp_path: Path) -> None:
-    from tests.e2e.test_repl import Terminal
+    from tests.support.terminal import Terminal
 
     project, memory = tmp_path / "project", tmp_path / "memory"
     project.mkdir()

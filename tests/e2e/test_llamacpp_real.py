@@ -22,9 +22,9 @@ import pytest
 
 from actors.core.control_tokens import MARK
 from actors.store import SessionStore
-from tests.e2e.test_repl import PROMPT, Terminal, start
 from tests.support.clitools import harness
 from tests.support.llamacpp import LlamaServer, RecordingProxy, llama_server
+from tests.support.terminal import PROMPT, Terminal, start
 
 pytestmark = pytest.mark.slow  # the harness and the server are processes
 

@@ -2,104 +2,21 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 import re
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pexpect
-import pyte
 import pytest
 
 from actors.core.messages import INTERRUPTED_NOTICE
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
-from tests.support.clitools import REPO
 from tests.support.runtime import pid_alive, wait_for
+from tests.support.terminal import PROMPT, Terminal, start
 
 pytestmark = pytest.mark.slow  # every test here starts a Python process
 
-PROMPT = "You:"
 UP = "\x1b[A"
-
-
-COLUMNS, LINES = 160, 40
-
-
-class Terminal:
-    """A harness REPL in a pty. ``expect`` matches on output; the log keeps everything;
-    ``screen()`` is what a terminal shows after that output (a pyte emulator)."""
-
-    def __init__(self, memory_dir: Path, cwd: Path, *args: str,
-                 env: dict[str, str] | None = None, columns: int = COLUMNS) -> None:
-        self.columns = columns
-        inherited = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "PAGER")}
-        env = {**inherited, "AGENT_HARNESS_MEMORY_DIR": str(memory_dir), "PYTHONPATH": str(REPO),
-               "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "OPENAI_API_KEY": "test",
-               "PAGER": "cat", **(env or {})}
-        self.child = pexpect.spawn(sys.executable, ["-m", "repl", *args], env=env, cwd=str(cwd),
-                                   encoding="utf-8", timeout=15, dimensions=(LINES, columns))
-        self.log = io.StringIO()
-        self.child.logfile_read = self.log
-        self.child.expect(r"Session:\s+(\w+)")
-        self.session_id = self.child.match.group(1)
-        self.child.expect(r"Ctrl-D to exit\.")  # the greeting's end: a resume's replay of
-        self.child.expect(PROMPT)              # where you left off holds "You:" lines too
-
-    def say(self, text: str) -> None:
-        self.child.send(text + "\r")
-
-    def expect(self, pattern: str, timeout: float = 15) -> str:
-        try:
-            self.child.expect(pattern, timeout=timeout)
-        except pexpect.ExceptionPexpect:
-            tail = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", self.log.getvalue())[-2000:]
-            raise AssertionError(f"{pattern!r} not seen; the terminal showed:\n{tail}") from None
-        return str(self.child.before)
-
-    def screen(self) -> list[str]:
-        """The lines of the screen now (trailing spaces removed)."""
-        screen = pyte.Screen(self.columns, LINES)
-        pyte.Stream(screen).feed(self.log.getvalue())
-        return [line.rstrip() for line in screen.display]
-
-    def screen_text(self) -> str:
-        return "\n".join(self.screen())
-
-    def exit(self) -> int:
-        self.child.sendcontrol("d")
-        self.child.expect(pexpect.EOF)
-        self.child.close()
-        return int(self.child.exitstatus or 0)
-
-
-def make_project(tmp_path: Path) -> Path:
-    path = tmp_path / "project"
-    path.mkdir()
-    (path / "README.md").write_text("hello")
-    return path
-
-
-@contextlib.contextmanager
-def open_terminals() -> Iterator[list[Terminal]]:
-    """The terminals a test starts, each ended at the end if still running."""
-    opened: list[Terminal] = []
-    try:
-        yield opened
-    finally:
-        for terminal in opened:
-            if terminal.child.isalive():
-                terminal.child.terminate(force=True)
-
-
-def start(terminals: list[Terminal], memory_dir: Path, project: Path, *args: str,
-          env: dict[str, str] | None = None, columns: int = COLUMNS) -> Terminal:
-    terminal = Terminal(memory_dir, project, *args, env=env, columns=columns)
-    terminals.append(terminal)
-    return terminal
 
 
 def test_streamed_answer_history_and_ctrl_d(

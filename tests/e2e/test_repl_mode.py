@@ -11,7 +11,7 @@ import pytest
 
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from tests.e2e.test_repl import PROMPT, Terminal, start
+from tests.support.terminal import PROMPT, Terminal, start
 
 pytestmark = pytest.mark.slow  # every test here starts the harness in a pty
 

@@ -15,8 +15,8 @@ import pytest
 from actors.core.messages import SHOWN
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from tests.e2e.test_repl import PROMPT, Terminal, start
 from tests.support.clitools import REPO
+from tests.support.terminal import PROMPT, Terminal, start
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from tests.e2e.test_repl import PROMPT, Terminal, start
+from tests.support.terminal import PROMPT, Terminal, start
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,8 @@ import pytest
 
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer
-from tests.e2e.test_sessions_repl import PROMPT, Screen, info_of
+from tests.support.stores import info_of
+from tests.support.terminal import PROMPT, Terminal
 
 pytestmark = pytest.mark.slow  # every test here starts the harness in a pty
 
@@ -43,10 +44,10 @@ def big_session(memory_dir: Path, project: Path) -> tuple[str, int]:
 
 @pytest.fixture
 def started(memory_dir: Path, project: Path) -> Any:
-    opened: list[Screen] = []
+    opened: list[Terminal] = []
 
-    def start(*args: str) -> Screen:
-        screen = Screen(memory_dir, project, *args)
+    def start(*args: str) -> Terminal:
+        screen = Terminal(memory_dir, project, *args, greeted=False)
         screen.child.delaybeforesend = None  # a key is sent the moment it is asked for
         opened.append(screen)
         return screen

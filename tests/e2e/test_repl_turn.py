@@ -17,8 +17,8 @@ from actors.testing.scripted_server import (
     ToolCall,
     tool_pairing_errors,
 )
-from tests.e2e.test_repl import PROMPT, Terminal, start
 from tests.support.runtime import pid_alive, wait_for
+from tests.support.terminal import PROMPT, Terminal, start
 
 pytestmark = pytest.mark.slow
 

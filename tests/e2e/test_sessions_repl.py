@@ -4,10 +4,7 @@ replay on resume, ``\\resume``, ``\\rewind``, titles from the model, and ``harne
 
 from __future__ import annotations
 
-import io
-import os
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,71 +14,16 @@ import pytest
 
 from actors.core.budget import UsageTotals
 from actors.core.messages import pairing_problems
-from actors.store import SessionInfo, SessionStore
+from actors.store import SessionStore
 from actors.testing.scripted_server import Hang, Reply, ScriptedServer, ToolCall
-from tests.support.clitools import REPO
-from tests.support.stores import wait_until
+from tests.support.stores import info_of, wait_until
+from tests.support.terminal import PROMPT, Terminal
 
 pytestmark = pytest.mark.slow  # every test here starts the harness in a pty
 
-PROMPT = "You:"
 ENTER, ESC, DOWN = "\r", "\x1b", "\x1b[B"
 CTRL_F, CTRL_X, CTRL_R = "\x06", "\x18", "\x12"
 SYSTEM = {"role": "system", "content": "You are a coding agent."}
-
-
-class Screen:
-    """``harness ARGS`` in a pty; ``expect`` matches on the output (escape codes removed
-    from what a failure shows)."""
-
-    def __init__(self, memory_dir: Path, cwd: Path, *args: str) -> None:
-        env = {**os.environ, "AGENT_HARNESS_MEMORY_DIR": str(memory_dir),
-               "PYTHONPATH": str(REPO), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
-               "OPENAI_API_KEY": "test"}
-        env.pop("AGENT_HARNESS_STORE", None)
-        self.child = pexpect.spawn(sys.executable, ["-m", "repl", *args], env=env,
-                                   cwd=str(cwd), encoding="utf-8", timeout=15,
-                                   dimensions=(40, 160))
-        self.log = io.StringIO()
-        self.child.logfile_read = self.log
-
-    def expect(self, pattern: Any, timeout: float = 15) -> re.Match[str]:
-        try:
-            self.child.expect(pattern, timeout=timeout)
-        except pexpect.ExceptionPexpect:
-            raw = self.log.getvalue()
-            if os.environ.get("SCREEN_RAW"):
-                print(repr(raw[-3000:]))
-            tail = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw)[-2500:]
-            raise AssertionError(f"{pattern!r} not seen; the terminal showed:\n{tail}") from None
-        match = self.child.match
-        return match  # type: ignore[no-any-return]
-
-    def expect_words(self, text: str, timeout: float = 15) -> re.Match[str]:
-        """``text`` as a full-screen application draws it: its spaces may be cursor moves."""
-        gap = r"(?:\s|\x1b\[\d*C)+"
-        return self.expect(gap.join(re.escape(word) for word in text.split()), timeout)
-
-    def send(self, text: str) -> None:
-        self.child.send(text)
-
-    def say(self, text: str) -> None:
-        self.child.send(text + "\r")
-
-    def session(self) -> str:
-        return self.expect(r"Session:\s+(\w+)").group(1)
-
-    def ready(self) -> None:
-        """The greeting (and a resume's replay, whose lines start ``You:`` too) is over:
-        the prompt is up."""
-        self.expect(r"Ctrl-D to exit\.")
-        self.expect(PROMPT)
-
-    def exit(self) -> int:
-        self.child.sendcontrol("d")
-        self.expect(pexpect.EOF)  # type: ignore[arg-type]
-        self.child.close()
-        return int(self.child.exitstatus or 0)
 
 
 @pytest.fixture
@@ -92,8 +34,8 @@ def project(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def screens() -> Iterator[list[Screen]]:
-    opened: list[Screen] = []
+def screens() -> Iterator[list[Terminal]]:
+    opened: list[Terminal] = []
     yield opened
     for screen in opened:
         if screen.child.isalive():
@@ -101,9 +43,9 @@ def screens() -> Iterator[list[Screen]]:
 
 
 @pytest.fixture
-def start(screens: list[Screen], memory_dir: Path, project: Path) -> Any:
-    def starting(*args: str) -> Screen:
-        screen = Screen(memory_dir, project, *args)
+def start(screens: list[Terminal], memory_dir: Path, project: Path) -> Any:
+    def starting(*args: str) -> Terminal:
+        screen = Terminal(memory_dir, project, *args, greeted=False)
         screens.append(screen)
         return screen
 
@@ -532,11 +474,6 @@ def test_a_new_session_whose_message_got_no_answer_is_not_kept(
     assert f"Nothing was answered, so session {sid} was not kept" in screen.log.getvalue()
     with SessionStore(memory_dir) as store:
         assert not store.exists(sid)
-
-
-def info_of(memory_dir: Path, session_id: str) -> SessionInfo:
-    with SessionStore(memory_dir) as store:
-        return store.info(session_id)
 
 
 def title_of(memory_dir: Path, session_id: str) -> tuple[str, str]:

@@ -11,13 +11,12 @@ import pytest
 
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from tests.e2e.test_sessions_repl import Screen
 from tests.support.clitools import killed_at
 from tests.support.project_files import record_two_turns
+from tests.support.terminal import PROMPT, Terminal
 
 pytestmark = pytest.mark.slow  # every test here starts the harness in a pty
 
-PROMPT = "You:"
 ENTER, DOWN = "\r", "\x1b[B"
 GAP = r"(?:\s|\x1b\[\d*C)+"  # a full-screen application may draw spaces as cursor moves
 
@@ -41,8 +40,8 @@ def test_rewind_offers_the_files_with_their_diffstat_and_can_be_undone(
         Reply("Changed the files."),
     ]
     with ScriptedServer(script) as server:
-        screen = Screen(memory, project, "--base-url", server.base_url,
-                        "--mode", "dangerouslySkipPermissions")
+        screen = Terminal(memory, project, "--base-url", server.base_url,
+                          "--mode", "dangerouslySkipPermissions", greeted=False)
         sid = screen.expect(r"Session:\s+(\w+)").group(1)
         screen.expect(PROMPT)
         screen.say("change the files")
@@ -110,7 +109,8 @@ def test_a_rewind_cut_short_with_files_changed_since_is_said_and_asked_about(
               memory_dir=memory, cwd=project)  # a.txt and b.txt are back to "one"
     (project / "a.txt").write_text("by hand\n")
     with ScriptedServer([]) as server:
-        screen = Screen(memory, project, "-r", sid, "--base-url", server.base_url)
+        screen = Terminal(memory, project, "-r", sid, "--base-url", server.base_url,
+                          greeted=False)
         screen.expect_words("was interrupted, and 1 of its files changed since (a.txt);")
         screen.expect_words("\\rewind finish finishes it")
         screen.expect(PROMPT)

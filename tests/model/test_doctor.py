@@ -5,7 +5,6 @@ and the real ``harness --doctor`` and the REPL's ``\\doctor``."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -13,14 +12,9 @@ import pytest
 from actors.model.doctor import Finding, diagnose
 from actors.testing.flavours import VLLM, Flavour, LlamaCpp, Ollama
 from actors.testing.scripted_server import Hang, Reply, ScriptedServer
-from tests.e2e.test_repl import PROMPT, start
 from tests.support.clitools import harness
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.ports import free_port
+from tests.support.terminal import PROMPT, start
 
 
 async def check(server: ScriptedServer | str, model: str = "gemma4", budget: int = 24_000,

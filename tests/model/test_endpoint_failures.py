@@ -33,6 +33,7 @@ from actors.testing.scripted_server import (
     StreamError,
 )
 from tests.support.endpoints import TOOLS, Asked, ask_model, ask_once
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -44,12 +45,6 @@ def assert_one_line(asked: Asked) -> str:
     assert "\n" not in text and "Traceback" not in text and "Error code:" not in text
     assert text.count("HTTP ") <= 1, text
     return text
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ---------------------------------------------------------------- errors inside the stream

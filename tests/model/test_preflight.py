@@ -22,8 +22,8 @@ from actors.model import ModelClient, ModelRequest
 from actors.testing.flavours import VLLM, Flavour, LlamaCpp, Ollama
 from actors.testing.scripted_server import Reply, ScriptedServer
 from actors.tools import tool_schemas
-from tests.model.test_endpoint_failures import free_port
 from tests.support.endpoints import USER
+from tests.support.ports import free_port
 from tests.support.runtime import running, settings_for
 
 pytestmark = pytest.mark.anyio

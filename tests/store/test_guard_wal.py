@@ -18,10 +18,10 @@ import pytest
 from actors.core.errors import StorageError
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer
-from tests.e2e.test_repl import PROMPT, Terminal
 from tests.support.children import read_line, rest_of
 from tests.support.clitools import REPO
 from tests.support.stores import wait_until
+from tests.support.terminal import PROMPT, Terminal
 
 SYSTEM = {"role": "system", "content": "s"}
 

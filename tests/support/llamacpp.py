@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.clitools import REPO
+from tests.support.ports import free_port
 from tests.support.strict import unavailable
 
 SERVER_ENV = "AGENT_HARNESS_LLAMA_SERVER"
@@ -56,12 +57,6 @@ def locate() -> tuple[Path, Path]:
     if not model.is_file():
         unavailable(f"no model at {model} (set ${MODEL_ENV})")
     return binary, model
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class LlamaServer:

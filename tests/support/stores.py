@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from actors.core.config import STORE_ENV
-from actors.store import Store, open_store
+from actors.store import SessionInfo, SessionStore, Store, open_store
 from tests.support.strict import unavailable
 
 PG_ENV = "AGENT_HARNESS_TEST_PG"
@@ -158,3 +158,9 @@ def pending_index(store: Store) -> int:
             return int(conn.execute("SELECT count(*) FROM index_pending").fetchone()[0])
         return int(conn.execute("SELECT count(*) FROM transcript WHERE mid > "
                                 "(SELECT upto FROM index_state)").fetchone()[0])
+
+
+def info_of(memory_dir: Path, session_id: str) -> SessionInfo:
+    """A session's info, read from the SQLite store in ``memory_dir``."""
+    with SessionStore(memory_dir) as store:
+        return store.info(session_id)

@@ -17,19 +17,11 @@ from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.tools import TOOLS, ToolContext
 from actors.tools._base import ProcessGroup
 from tests.support.clitools import REPO
+from tests.support.processes import live_members, wait_until_gone
 from tests.support.runtime import running, settings_for, wait_for
 from tests.support.tool_context import ToolSession
-from tests.tools.test_shell import live_members
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-
-
-def wait_until_gone(pgid: int, timeout: float = 5) -> list[int]:
-    """The live members of group ``pgid`` once it empties, or after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while live_members(pgid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return live_members(pgid)
 
 
 @pytest.mark.slow

@@ -23,9 +23,9 @@ from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.tools import TOOLS, ToolContext
 from repl.cli import main
 from tests.support.clitools import REPO
+from tests.support.processes import CATASTROPHIC, descendants_running_grep
 from tests.support.stores import Stores
 from tests.support.tool_context import ToolSession
-from tests.tools.test_security_stoppable import CATASTROPHIC, descendants_running_grep
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 

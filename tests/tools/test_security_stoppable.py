@@ -26,12 +26,12 @@ from actors.tools import files as file_tools
 from actors.tools._threads import Stop, run_stoppable
 from tests.support.children import rest_of
 from tests.support.clitools import REPO
+from tests.support.processes import CATASTROPHIC, descendants_running_grep
 from tests.support.runtime import Recorder, running, settings_for
 from tests.support.tool_context import ToolSession
 
 pytestmark = pytest.mark.anyio
 
-CATASTROPHIC = "(a+)+$"  # exponential backtracking on "aaaa...b"
 STOP_WITHIN = 1.5  # seconds after the cancel, on the event loop's clock (the promise: ~1 s)
 
 
@@ -207,36 +207,7 @@ async def test_read_file_gives_up_looking_for_a_far_offset(
     assert out.startswith("(read 4 MB, 2 lines, without reaching line 3")
 
 
-def descendants_running_grep(root: int) -> list[int]:
-    """Live grep workers among the descendants of ``root``."""
-    parents: dict[int, int] = {}
-    workers = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(") ", 1)[1].split()
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
-        except OSError:
-            continue
-        if fields[0] == "Z":
-            continue
-        parents[int(entry)] = int(fields[1])
-        if b"_grep_worker" in cmdline:
-            workers.append(int(entry))
 
-    def below_root(pid: int) -> bool:
-        for _ in range(64):
-            pid = parents.get(pid, 0)
-            if pid == root:
-                return True
-            if pid <= 1:
-                return False
-        return False
-
-    return [pid for pid in workers if below_root(pid)]
 
 
 @pytest.mark.slow

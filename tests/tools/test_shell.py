@@ -11,6 +11,7 @@ import pytest
 
 from actors.tools import TOOLS, ToolContext
 from actors.tools import shell as shell_tool
+from tests.support.processes import live_members
 from tests.support.tool_context import ToolSession
 
 pytestmark = [
@@ -26,23 +27,6 @@ def ctx(sandbox: Path, memory_dir: Path, session: ToolSession) -> ToolContext:
 
 async def run(ctx: ToolContext, command: str) -> str:
     return await TOOLS["run_bash"].run(ctx, {"command": command})
-
-
-def live_members(pgid: int) -> list[int]:
-    """Pids of processes in group ``pgid`` that are still running (zombies do not count:
-    orphans are reaped by init, which may be slow or absent in a container)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        state, _ppid, pgrp = stat[stat.rindex(")") + 2 :].split()[:3]
-        if int(pgrp) == pgid and state not in ("Z", "X"):
-            pids.append(int(entry.name))
-    return pids
 
 
 async def survivors(pgid: int) -> list[int]:
