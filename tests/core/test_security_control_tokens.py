@@ -3,7 +3,7 @@ holding a model's chat markup (``<turn|>``, ``<|im_end|>``, ``[INST]``) reaches 
 with each token broken by a zero-width space, so the server's tokenizer cannot turn it into
 the real token; the session keeps the text as it was. The tokens are the common families'
 and, from llama.cpp, the served model's own (its template's markup, checked with
-``/tokenize``). The real server: tests/test_llamacpp_real.py."""
+``/tokenize``). The real server: tests/e2e/test_llamacpp_real.py."""
 
 from __future__ import annotations
 

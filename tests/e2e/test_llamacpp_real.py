@@ -7,7 +7,7 @@ context hints right for ``-np 4 --no-kv-unified``, a full context and a context 
 fixed prompt, in print mode and in the REPL.
 
 The model answers a command at the end of the last user message or tool result (``@@think@@``
-and others: see the README beside the server). Where the server lives: tests/llamacpp.py;
+and others: see the README beside the server). Where the server lives: tests/support/llamacpp.py;
 it is skipped with its reason when it cannot run here, and fails instead under
 ``AGENT_HARNESS_TEST_STRICT=1``. One server per configuration, started once for the module.
 """

@@ -219,7 +219,7 @@ def test_odd_shapes_are_ignored_not_fatal() -> None:
 
 
 # What llama.cpp 0c1e57098 streams with --reasoning-format none for Gemma 4, as checked on
-# the real server (tests/test_llamacpp_real.py), and the other families' inline blocks.
+# the real server (tests/e2e/test_llamacpp_real.py), and the other families' inline blocks.
 @pytest.mark.parametrize(("pieces", "answer", "reasoning"), [
     (["<|channel>", "thought\n", "The user", " wants an answer.", "<channel|>", "The answer",
       " is 42."], "The answer is 42.", "The user wants an answer."),

@@ -4,7 +4,7 @@ server's counts), the context a request gets with several slots (``-np 4 --no-kv
 ``-c`` divided among them), a fixed prompt that alone does not fit, an answer cut because the
 context filled (``finish_reason: length`` with prompt + answer at ``n_ctx``) told apart from
 the output limit, and the shared KV cache filling under requests in flight. In-process on
-asyncio and trio; the real server: tests/test_llamacpp_real.py."""
+asyncio and trio; the real server: tests/e2e/test_llamacpp_real.py."""
 
 from __future__ import annotations
 

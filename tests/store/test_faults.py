@@ -5,7 +5,7 @@ namespace owned by an unprivileged user namespace (``unshare --user --map-root-u
 --mount``), so they need no root; the harness runs inside that namespace (``nsenter``) and
 the test reaches its files through ``/proc/PID/root``. Where user namespaces are not allowed,
 root mounts in the test's own namespace; otherwise the tests are skipped, or fail under
-``AGENT_HARNESS_TEST_STRICT=1`` (tests/strict.py).
+``AGENT_HARNESS_TEST_STRICT=1`` (tests/support/strict.py).
 """
 
 from __future__ import annotations

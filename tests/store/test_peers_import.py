@@ -1,9 +1,10 @@
-"""Importing other agents' sessions (actors/store/peers/): the fixtures in tests/fixtures/peers/
-(written from each peer's writer, versions in their README) imported into a real store, on
-SQLite and PostgreSQL, and checked as the harness will use them: a sendable context (every call
-paired, an interrupted call answered "interrupted", never replayed), compaction boundaries,
-sub-agents left out, unknown tools kept as history, where the session came from; and hostile
-files refused in one line naming the file and the line or field."""
+"""Importing other agents' sessions (actors/store/peers/): the fixtures in
+tests/support/fixtures/peers/ (written from each peer's writer, versions in their README)
+imported into a real store, on SQLite and PostgreSQL, and checked as the harness will use them:
+a sendable context (every call paired, an interrupted call answered "interrupted", never
+replayed), compaction boundaries, sub-agents left out, unknown tools kept as history, where the
+session came from; and hostile files refused in one line naming the file and the line or
+field."""
 
 from __future__ import annotations
 

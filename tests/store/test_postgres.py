@@ -1,7 +1,7 @@
 """What only the shared PostgreSQL store does: several harness processes ("machines", each
 with its own memory dir) on one database, lost connections, moving sessions between backends.
 
-Skipped without AGENT_HARNESS_TEST_PG (see tests/stores.py); CI always sets it.
+Skipped without AGENT_HARNESS_TEST_PG (see tests/support/stores.py); CI always sets it.
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def test_lost_connections_stop_the_turn_and_keep_every_saved_checkpoint(
     ]), Reply("never asked")]
     with ScriptedServer(script) as server:
         # Without workspace snapshots: their own connection would be a third backend, and
-        # its loss a warning line of its own (tests/test_workspace_snapshot.py).
+        # its loss a warning line of its own (tests/workspace/test_snapshot.py).
         proc, sid = first.start("-p", "go", *model(server, "--mode", "dangerouslySkipPermissions",
                                                    "--no-snapshots"))
         wait_for(pid_file)

@@ -2,9 +2,10 @@
 
 PostgreSQL tests need a server: ``AGENT_HARNESS_TEST_PG=postgresql://…`` (``.ci/run`` starts a
 throwaway cluster and sets it; locally ``.ci/postgres start DIR`` prints a URL). Without it they
-are skipped, or fail when ``AGENT_HARNESS_TEST_STRICT=1`` (``.ci/run``; tests/strict.py). Every
-test gets fresh schemas (``CREATE SCHEMA t_…``, dropped afterwards) and the URL selects one
-through ``options=-csearch_path=…``, so tests never see each other's sessions.
+are skipped, or fail when ``AGENT_HARNESS_TEST_STRICT=1`` (``.ci/run``;
+tests/support/strict.py). Every test gets fresh schemas (``CREATE SCHEMA t_…``, dropped
+afterwards) and the URL selects one through ``options=-csearch_path=…``, so tests never see each
+other's sessions.
 """
 
 from __future__ import annotations
