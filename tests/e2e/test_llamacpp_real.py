@@ -104,6 +104,12 @@ def proxy_of() -> Iterator[Any]:
         proxy.close()
 
 
+
+def failure(err: str) -> str:
+    """The run's one failure line, without what it adds about the session not kept."""
+    [line] = [line for line in err.splitlines() if line.startswith("harness: Turn failed")]
+    return line.split(" (nothing was answered, so session ")[0]
+
 def run(url: str, prompt: str, memory_dir: Path, project: Path, *extra: str
         ) -> tuple[int, str, str]:
     """``harness -p PROMPT`` against ``url``: exit status, stdout, stderr."""
@@ -246,7 +252,7 @@ def test_four_slots_without_a_shared_cache_name_the_flag_that_helps(
     big = "Look at this: " + "word " * 9000 + "@@hi@@"
     code, out, err = run(slots.url, big, memory_dir, project)
     assert code == 1 and out == ""
-    [failed] = [line for line in err.splitlines() if line.startswith("harness: Turn failed")]
+    failed = failure(err)
     assert "HTTP 400: request (" in failed
     assert "exceeds the available context size (8192 tokens)" in failed
     assert ("The conversation is longer than the server's context: llama-server gives each "
@@ -263,7 +269,7 @@ def test_a_context_below_the_fixed_prompt_names_only_what_helps(
     assert code == 1 and out == ""
     warning = [line for line in err.splitlines() if "alone does not fit" in line]
     assert len(warning) == 1 and "every request will be refused" in warning[0]
-    [failed] = [line for line in err.splitlines() if line.startswith("harness: Turn failed")]
+    failed = failure(err)
     assert "exceeds the available context size (768 tokens)" in failed
     assert FIXED_TOO_BIG in failed and failed.endswith(COMPACT)
     assert "llama-server gives each request a 768-token context" in failed
