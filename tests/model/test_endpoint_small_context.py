@@ -6,8 +6,6 @@ work; a message too large for the budget says what would help."""
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import time
 import urllib.request
@@ -23,7 +21,8 @@ from actors.core.prompts import system_prompt
 from actors.testing.flavours import LlamaCpp
 from actors.testing.scripted_server import Reply, ScriptedServer
 from actors.tools import COMPACT_TOOLS, TOOLS, tool_schemas
-from tests.support.clitools import REPO
+from tests.support.llamacpp import locate
+from tests.support.ports import free_port
 from tests.support.runtime import running, settings_for
 from tests.support.strict import unavailable
 
@@ -53,22 +52,12 @@ def test_the_compact_prompt_and_tools_fit_in_1200_tokens_by_the_estimate() -> No
 
 # -- a real tokenizer: llama.cpp's server renders its chat template and counts ---------------
 
-def _llama_server() -> Path:
-    named = os.environ.get("AGENT_HARNESS_LLAMA_SERVER")
-    binary = Path(named) if named else REPO.parent / "shared" / "llamacpp" / "llama-server"
-    if not (binary.is_file() and (binary.parent / "model.gguf").is_file()):
-        unavailable(f"no llama.cpp server at {binary} (set AGENT_HARNESS_LLAMA_SERVER)")
-    return binary
-
-
 @pytest.fixture(scope="module")
 def llama_url() -> Iterator[str]:
-    binary = _llama_server()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    binary, model = locate()  # where the real server is looked for (tests/support/llamacpp.py)
+    port = free_port()
     process = subprocess.Popen(
-        [str(binary), "-m", str(binary.parent / "model.gguf"), "-c", "4096", "--host",
+        [str(binary), "-m", str(model), "-c", "4096", "--host",
          "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
