@@ -11,7 +11,7 @@ import pytest
 
 from actors.hooks import HookCommand, Ran, run_command
 from actors.hooks._run import MAX_OUTPUT_BYTES
-from tests.runtime import pid_alive
+from tests.support.runtime import pid_alive
 
 pytestmark = pytest.mark.anyio
 

@@ -22,7 +22,7 @@ from actors.runtime.instructions import git_root, read_instructions
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer
 from repl.session_commands import describe
-from tests.runtime import running, settings_for
+from tests.support.runtime import running, settings_for
 
 
 def repository(tmp_path: Path) -> tuple[Path, Path]:

@@ -20,7 +20,7 @@ from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
 from actors.testing.torture import is_summary_request
 from repl.session_commands import describe
-from tests.runtime import pid_alive, running, settings_for
+from tests.support.runtime import pid_alive, running, settings_for
 
 pytestmark = pytest.mark.anyio
 EVENTS = ("SessionStart", "SessionEnd", "UserPromptSubmit", "PreToolUse", "PostToolUse",

@@ -11,15 +11,15 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pexpect
 import pytest
 
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from tests.clitools import REPO, harness
-from tests.runtime import wait_for
+from tests.support.clitools import REPO, harness
+from tests.support.processes import live_members, wait_until_gone
+from tests.support.runtime import wait_for
 
 pytestmark = [
     pytest.mark.slow,  # every test here starts the harness
@@ -27,22 +27,6 @@ pytestmark = [
 ]
 NOT_APPROVED = ("is not approved, so its hooks do not run; after reading it, approve it as it "
                 "is with: harness --trust-project")
-
-
-def live_members(pgid: int) -> list[int]:
-    """Pids of running (not zombie) processes in group ``pgid``."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        state, _ppid, pgrp = stat[stat.rindex(")") + 2:].split()[:3]
-        if int(pgrp) == pgid and state not in ("Z", "X"):
-            pids.append(int(entry.name))
-    return pids
 
 
 def project_hooks(project: Path, hooks: dict[str, object]) -> Path:
@@ -158,10 +142,7 @@ def test_a_hooks_process_group_is_gone_after_kill_9_of_the_harness(tmp_path: Pat
             assert len(live_members(pgid)) >= 3  # bash, its two sleeps (and the guardian)
             process.send_signal(signal.SIGKILL)
             process.wait(timeout=10)
-            deadline = time.monotonic() + 5
-            while live_members(pgid) and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert live_members(pgid) == []
+            assert wait_until_gone(pgid) == []
         finally:
             process.kill()
             process.wait()
