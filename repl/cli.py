@@ -270,6 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "user message --to N (with --files), or --undo the last rewind")
     commands.add_argument("--compact", dest="compact_id", metavar="ID",
                           help="compact a session now (needs the model: one summary call)")
+    commands.add_argument("--trust-project", action="store_true",
+                          help="approve this project's .agent-harness/settings.json as it is "
+                          "now: its hooks run from then on, until it changes (print mode and "
+                          "--acp never run an unapproved one; the interactive prompt asks)")
     commands.add_argument("--doctor", action="store_true",
                           help="check the session store (integrity, search index, every "
                           "session, lock files, older records) and the model endpoint "
@@ -498,6 +502,9 @@ def _rewind(args: argparse.Namespace, store: Store) -> int:
 def _check_combinations(args: argparse.Namespace) -> None:
     refuse_secret_arguments(args.store, args.base_url)
     command = next((c for c in _SESSION_COMMANDS if getattr(args, c) not in (None, False)), None)
+    if args.trust_project and (command or args.initial is not None or args.prompt is not None
+                               or args.resume is not None or args.continue_ or args.acp):
+        raise UsageError("--trust-project works on its own (then start the harness as usual).")
     if args.resume is not None and not args.resume.strip():
         raise UsageError("--resume needs a session id (see --list-sessions), or nothing to "
                          "pick one; to start a new session, leave --resume out.")
@@ -578,6 +585,13 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         _check_combinations(args)
         settings = settings_from(args)
+        if args.trust_project:
+            from repl.interactive.sanitize import through_the_boundary
+            from repl.project_config import trust_project
+
+            startup.resume()
+            with through_the_boundary():
+                return trust_project(settings)
         if args.doctor:
             from repl import session_commands
             from repl.files_report import doctor_snapshots
@@ -588,6 +602,10 @@ def _main(argv: Sequence[str] | None) -> int:
                 checked = session_commands.doctor(settings.memory_dir, repair=args.repair,
                                                   store_url=settings.store_url)
                 worst = max(checked, doctor_snapshots(settings, repair=args.repair))
+                if not args.repair:  # the settings files and AGENTS.md, as a session reads them
+                    from repl.project_config import report_lines
+
+                    print("\n".join(report_lines(settings)), flush=True)
                 if not args.repair:  # a repair is the store's; the endpoint is only looked at
                     from repl.doctor_endpoint import doctor_endpoint
 

@@ -124,6 +124,9 @@ def run_agent(args: argparse.Namespace, settings: Settings, lazy_store: LazyStor
                     continue_latest=args.continue_, output_format=output_format),
             backend=_backend(),
         )
+    from repl.project_config import ask_about_project
+
+    ask_about_project(settings)  # before the session opens: its hooks run from its start
     from repl.interactive import cbreak
 
     # From here to the end keys typed while nothing reads the terminal (the REPL's imports,

@@ -119,6 +119,9 @@ def origin_line(origin: dict[str, Any]) -> str:
     return one_line(parts[0] + (f" ({detail})" if detail else ""), 600)
 
 
+HOOKS_SHOWN = 3  # hook outcomes --info and \\info show
+
+
 def describe(
     info: SessionInfo, recent: Sequence[tuple[int | None, dict[str, Any]]] = ()
 ) -> list[str]:
@@ -153,11 +156,39 @@ def describe(
     origin = info.state.get("origin")
     if isinstance(origin, dict):
         lines.append(f"Imported:     {origin_line(origin)}")
+    lines += _configured(info.state)
     if info.summary:
         lines.append(f"Summary:      {one_line(info.summary, 300)}")
     if recent:
         lines.append("Last messages:")
         lines += exchange_lines(recent, numbers=True)
+    return lines
+
+
+def _configured(state: dict[str, Any]) -> list[str]:
+    """The AGENTS.md files the session's system prompt carries and the last outcomes of its
+    hooks, as its state records them (checked: a state is read from the store)."""
+    lines = []
+    files = [f for f in state.get("instructions") or () if isinstance(f, dict)]
+    if files:
+        shown = []
+        for item in files:
+            chars, omitted = item.get("chars"), item.get("omitted")
+            about = f"{chars:,} characters" if isinstance(chars, int) else "?"
+            if isinstance(chars, int) and isinstance(omitted, int) and omitted:
+                about += f", {chars - omitted:,} of them in the prompt"
+            shown.append(f"{one_line(str(item.get('path', '?')), 80)} ({about})")
+        lines.append(f"Instructions: {', '.join(shown)}")
+    hooks = [h for h in state.get("hooks") or () if isinstance(h, dict)]
+    if hooks:
+        lines.append(f"Hooks:        {len(hooks)} outcome{'s' if len(hooks) != 1 else ''} "
+                     "kept; the last:")
+        for hook in hooks[-HOOKS_SHOWN:]:
+            code = f" (exit {hook['exit_code']})" if isinstance(hook.get("exit_code"), int) else ""
+            said = f": {one_line(str(hook['said']), 120)}" if hook.get("said") else ""
+            lines.append(f"  {listing.when(str(hook.get('at', '')))} {hook.get('event', '?')} "
+                         f"{hook.get('outcome', '?')}{code} "
+                         f"`{one_line(str(hook.get('command', '')), 60)}`{said}")
     return lines
 
 

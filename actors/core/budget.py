@@ -217,6 +217,7 @@ class InheritedUsage:
 
 def forked_state(state: dict[str, Any]) -> dict[str, Any]:
     """A fork's state from its parent's: planning and pins kept, the usage counter and the
-    tool-call count started again, the parent's usage kept as inherited."""
+    tool-call count started again, the parent's usage kept as inherited; ``forked`` until
+    the fork's first run saves its own state (its hooks' ``SessionStart`` says ``fork``)."""
     usage = UsageTotals.from_state(state).forked()
-    return {**state, **usage.to_state(), "tool_calls": 0}
+    return {**state, **usage.to_state(), "tool_calls": 0, "forked": True}

@@ -2,10 +2,13 @@
 
 The harness wraps text it did not write in data tags: ``<tool_result>`` (a tool's output),
 ``<session_context_data>`` (a compaction summary), ``<memory_notes>`` (memory notes in the
-system prompt) and ``<attached_file>`` (a file the user attached with ``@path``). The system
-prompt tells the model that what is inside them is data. Text put inside such a block must
-therefore not be able to end it early or to open a block of its own: :func:`escape_data` is
-the one function that makes it so, and every block is built with it.
+system prompt), ``<attached_file>`` (a file the user attached with ``@path``),
+``<project_instructions>`` (the project's ``AGENTS.md``) and ``<hook_output>`` (what the
+user's hooks said). The system prompt tells the model what is inside each: data, or, for the
+last two, the user's instructions and checks, which text elsewhere must not be able to fake.
+Text put inside such a block must therefore not be able to end it early or to open a block of
+its own: :func:`escape_data` is the one function that makes it so, and every block is built
+with it.
 
 It replaces the ``<`` of every opening or closing data tag, whatever its letter case and with
 any whitespace, ``_`` or ``-`` between the words (``</TOOL_RESULT>``, ``< /tool-result``,
@@ -21,7 +24,8 @@ from __future__ import annotations
 
 import re
 
-DATA_TAGS = ("tool_result", "session_context_data", "memory_notes", "attached_file")
+DATA_TAGS = ("tool_result", "session_context_data", "memory_notes", "attached_file",
+             "project_instructions", "hook_output")
 
 _SEPARATOR = r"[\s_-]*"
 _TAG_NAMES = "|".join(_SEPARATOR.join(tag.split("_")) for tag in DATA_TAGS)
@@ -44,3 +48,10 @@ def escape_attribute(value: str) -> str:
 def wrap_result(name: str, text: str) -> str:
     """Mark a tool's output as data; no data tag inside the output can end or open a block."""
     return f'<tool_result name="{escape_attribute(name)}">\n{escape_data(text)}\n</tool_result>'
+
+
+def wrap_hook_output(event: str, text: str) -> str:
+    """Mark what the user's hooks said on ``event`` (for the model); nothing inside it can end
+    or open a block."""
+    return (f'<hook_output event="{escape_attribute(event)}">\n{escape_data(text)}\n'
+            "</hook_output>")

@@ -13,14 +13,15 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from actors.core.carried import PINNED_HEADER, SUMMARY_HEADER, SUMMARY_OPEN
+from actors.core.carried import HOOK_OUTPUT_OPEN, PINNED_HEADER, SUMMARY_HEADER, SUMMARY_OPEN
 from actors.core.controls import TERMINAL_CONTROLS
 from actors.core.messages import SHOWN, text_of
 
 PREVIEW_CHARS = 200  # what the store keeps; listings cut it shorter to fit the screen
 _CONTROLS = re.compile(f"[{TERMINAL_CONTROLS}]")
 _TAGS = re.compile(
-    r"</?\s*(?:session[\s_-]*context[\s_-]*data|tool[\s_-]*result|memory[\s_-]*notes)\b[^>]*>",
+    r"</?\s*(?:session[\s_-]*context[\s_-]*data|tool[\s_-]*result|memory[\s_-]*notes"
+    r"|hook[\s_-]*output)\b[^>]*>",
     re.IGNORECASE,
 )
 _BOILERPLATE = (SUMMARY_HEADER.strip(), PINNED_HEADER.strip())
@@ -36,12 +37,13 @@ def _unescape(value: str) -> str:
 
 
 def is_carried(message: Mapping[str, Any]) -> bool:
-    """A block the harness placed in the user's role (a compaction summary, the pins)."""
+    """A block the harness placed in the user's role (a compaction summary, the pins, a
+    hook's feedback)."""
     content = message.get("content")
     return (
         message.get("role") == "user"
         and isinstance(content, str)
-        and (content.startswith(SUMMARY_OPEN) or content.startswith(PINNED_HEADER))
+        and content.startswith((SUMMARY_OPEN, PINNED_HEADER, HOOK_OUTPUT_OPEN))
     )
 
 

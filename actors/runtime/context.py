@@ -26,6 +26,12 @@ from actors.core.messages import Message
 from actors.core.planning import Planning
 from actors.core.stored import StoredMessages
 
+HOOK_LOG = 20  # hook outcomes a session keeps in its state
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
 
 @dataclass(frozen=True)
 class ContextSnapshot:
@@ -56,6 +62,10 @@ class WorkingContext:
     # where an imported session came from (actors.store.peers): kept as it was, saved with
     # every checkpoint so that no later state loses it
     origin: dict[str, Any] | None = None
+    # the project's AGENTS.md files the system prompt carries (Instructions.as_state), and
+    # the last HOOK_LOG hook outcomes worth keeping (actors.hooks.Verdict.records)
+    instructions: list[dict[str, Any]] = field(default_factory=list)
+    hook_log: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def restored(
@@ -76,11 +86,14 @@ class WorkingContext:
             saved_len=len(messages),
             overhead=overhead,
             origin=origin if isinstance(origin := state.get("origin"), dict) else None,
+            instructions=_dicts(state.get("instructions")),
+            hook_log=_dicts(state.get("hooks"))[-HOOK_LOG:],
         )
 
     def state(self) -> dict[str, Any]:
-        """Planning, usage, pins, standing approvals, the mode and the model, and an
-        imported session's origin: saved with every checkpoint."""
+        """Planning, usage, pins, standing approvals, the mode and the model, an imported
+        session's origin, the project's instructions read and the hooks' outcomes: saved
+        with every checkpoint."""
         state = {
             **self.planning.to_state(),
             "tool_calls": self.tool_calls,
@@ -94,7 +107,16 @@ class WorkingContext:
             state["model"] = self.model
         if self.origin is not None:
             state["origin"] = self.origin
+        if self.instructions:
+            state["instructions"] = self.instructions
+        if self.hook_log:
+            state["hooks"] = self.hook_log
         return state
+
+    def log_hooks(self, records: Sequence[dict[str, Any]]) -> None:
+        """Keep what the hooks of one event did (the last :data:`HOOK_LOG` of them)."""
+        if records:
+            self.hook_log = [*self.hook_log, *records][-HOOK_LOG:]
 
     def unsaved(self) -> tuple[int, list[Message]]:
         """How many messages the store holds, and those it does not hold yet (what the

@@ -82,10 +82,22 @@ from actors.core.messages import (
     tool_result,
 )
 from actors.core.previews import clean_title, own_user_text
-from actors.core.prompts import read_memory_notes, system_prompt
+from actors.core.prompts import fit_instructions, read_memory_notes, system_prompt
 from actors.core.stored import StoredMessages
 from actors.core.titles import provisional_title
 from actors.core.turn import Turn
+from actors.hooks import (
+    HookEvent,
+    Hooks,
+    HookTable,
+    PreCompact,
+    SessionEnd,
+    SessionStart,
+    Stop,
+    UserPromptSubmit,
+    Verdict,
+    load_hooks,
+)
 from actors.model import (
     ModelClient,
     ModelOutcome,
@@ -95,6 +107,7 @@ from actors.model import (
 from actors.runtime.checkpoint_writer import CheckpointClient, Write, run_checkpoint_writer
 from actors.runtime.compactor import CompactAnswer, Compactor, CompactRequest
 from actors.runtime.context import ContextSnapshot, WorkingContext
+from actors.runtime.instructions import read_instructions
 from actors.runtime.lease import hold_lease
 from actors.runtime.recovery import answer_batch, save_batch
 from actors.runtime.rewind import RewindOutcome, RewindRequest, at_open, carry_out
@@ -254,6 +267,14 @@ class Supervisor:
         self._rewind_said: tuple[str, ...] = ()
         self._workspace_objects: ObjectStore | None = None
         self._interactive = False  # the REPL: a rewind left for the user is said, not refused
+        # The user's hooks (read with the settings files at the open), what the open has to
+        # say (settings and AGENTS.md files left out or cut), how the session started (the
+        # SessionStart hooks' source), and what hooks gave the model for the next message.
+        self._hooks = Hooks(HookTable(), session_id=session_id, project=settings.sandbox_dir,
+                            events=self._events)
+        self._open_said: list[str] = []
+        self._start_source: Literal["startup", "resume", "fork"] = "startup"
+        self._hook_context: list[str] = []
 
     # -- opening and closing --------------------------------------------------------------
 
@@ -283,15 +304,18 @@ class Supervisor:
         async with hold_lease(store, session_id):
             self = cls(settings, store, session_id, events)
             self._interactive = interactive
+            self._hooks, self._open_said = await anyio.to_thread.run_sync(
+                load_hooks, settings, session_id, self._events)
             if resume:
                 opened = await anyio.to_thread.run_sync(self._resume, project_root)
             else:
                 opened = await anyio.to_thread.run_sync(self._create, project_root)
             status = "aborted"
+            ended: Literal["prompt_input_exit", "other"] = "other"
             try:
                 async with self._running_actors():
                     await self._events.send(opened)
-                    for line in self._rewind_said:
+                    for line in (*self._rewind_said, *self._open_said):
                         await self.notify(line, "warning")
                     if self._choice_notice:
                         await self.notify(self._choice_notice, "warning")
@@ -305,21 +329,36 @@ class Supervisor:
                         startup_warnings, settings.sandbox_dir, settings.memory_dir, store
                     ):
                         await self.notify(warning, "warning")
+                    await self._session_started(self._start_source)
                     yield self
-                status = "saved"
+                status, ended = "saved", "prompt_input_exit"
             except anyio.get_cancelled_exc_class():
                 status = "saved"  # stopped from outside (SIGTERM): a clean exit
                 raise
             finally:
+                end = SessionEnd(ended)  # its hooks' own timeouts, and a grace to report
+                with anyio.move_on_after(self._hooks.longest(end) + SHUTDOWN_SECONDS,
+                                         shield=True):
+                    await self._hook(end)
                 with anyio.move_on_after(SHUTDOWN_SECONDS, shield=True):
                     await anyio.to_thread.run_sync(self._finish, status)
 
     def _create(self, project_root: str) -> SessionOpened:
         self._rewinds_at_open(resumed=False)  # before the session exists: a refusal leaves none
-        notes = read_memory_notes(self._settings.memory_dir, self._settings.sandbox_dir)
+        settings = self._settings
+        notes = read_memory_notes(settings.memory_dir, settings.sandbox_dir)
+        found = read_instructions(settings.sandbox_dir, [settings.memory_dir,
+                                                         self._store.memory_dir])
+        instructions = fit_instructions(found.files, compact=self._small)
+        self._context.instructions = [doc.as_state() for doc in instructions]
+        self._open_said += found.problems + [
+            f"{doc.path} is cut to fit the prompt: {doc.omitted:,} of its "
+            f"{len(doc.text) + doc.omitted:,} characters are left out." for doc in instructions
+            if doc.omitted]
         messages = [
-            {"role": "system", "content": system_prompt(self._settings.sandbox_dir, notes,
-                                                        compact=self._small)}
+            {"role": "system", "content": system_prompt(settings.sandbox_dir, notes,
+                                                        compact=self._small,
+                                                        instructions=instructions)}
         ]
         with contextlib.suppress(HarnessError):  # runs that died before anything was typed
             self._store.remove_abandoned()
@@ -353,6 +392,7 @@ class Supervisor:
             self._settings, self._context.mode, self._context.model)
         self._context.mode, self._context.model = self._mode.value, self._model
         self._title_source = info.title_source
+        self._start_source = "fork" if info.state.get("forked") else "resume"
         self._store.update(self.session_id, status="active")
         recent = self._store.recent_messages(self.session_id, REPLAY_MESSAGES)
         return SessionOpened(
@@ -420,7 +460,7 @@ class Supervisor:
             memory_dir=settings.memory_dir, store=self._store,
             writer=CheckpointClient(writer_send.clone(), self.session_id),
             events=self._events, planning=self._context.planning.copy(),
-            workspace=workspace.clone(),
+            workspace=workspace.clone(), hooks=self._hooks,
         )
         keeper = WorkspaceKeeper(project=settings.sandbox_dir, memory_dir=settings.memory_dir,
                                  store=self._store, session_id=self.session_id,
@@ -469,6 +509,20 @@ class Supervisor:
         await self._events.send(ContextGauge(self._context.tokens(),
                                              self._settings.max_context_tokens,
                                              self._context.usage.total_cost_usd))
+
+    async def _hook(self, event: HookEvent) -> Verdict:
+        """Run the hooks of ``event`` (:mod:`actors.hooks`) and keep what they did in the
+        session's state (saved with the next checkpoint)."""
+        verdict = await self._hooks.fire(event, self._mode.value)
+        self._context.log_hooks(verdict.records)
+        return verdict
+
+    async def _session_started(self, source: Literal["startup", "resume", "fork", "compact"]
+                               ) -> None:
+        """``SessionStart``: what its hooks say for the model goes with the next message."""
+        verdict = await self._hook(SessionStart(source, self._model))
+        if verdict.context:
+            self._hook_context.append(verdict.for_model("SessionStart", verdict.context))
 
     async def _checkpoint(self, *, planned_calls: bool = False,
                           taken: anyio.Event | None = None) -> int:
@@ -551,6 +605,20 @@ class Supervisor:
 
     async def _turn_loop(self, turn: Turn, text: str, shown: str | None) -> TurnResult:
         context = self._context
+        with turn.scope():  # Ctrl-C stops the hooks (their process groups killed)
+            verdict = await self._hook(UserPromptSubmit(shown if shown is not None else text))
+        if turn.cancelled:
+            return TurnResult("interrupted", turn.reason)
+        if verdict.blocked or verdict.stop is not None:  # the prompt is not sent, nor kept
+            why = verdict.feedback if verdict.blocked else verdict.stop
+            return TurnResult("failed", "A UserPromptSubmit hook blocked the message"
+                              + (f": {why}" if why else "."))
+        if verdict.context:
+            self._hook_context.append(verdict.for_model("UserPromptSubmit", verdict.context))
+        if self._hook_context:  # the model reads it with the message; the user's text is kept
+            shown = text if shown is None else shown
+            text = "\n\n".join([text, *self._hook_context])
+            self._hook_context = []
         message = {"role": "user", "content": text}
         if shown is not None and shown != text:
             message[SHOWN] = shown
@@ -569,6 +637,7 @@ class Supervisor:
         step adds is saved with the next request (:meth:`_ask_model`) or before the step
         ends the turn (a failure to save raises :class:`StorageError`)."""
         context = self._context
+        stopped = False  # the turn goes on because a Stop hook said so
         for _ in range(self._settings.max_turns):
             if turn.cancelled:
                 await self._save_pending()
@@ -606,6 +675,11 @@ class Supervisor:
                 await self._checkpoint()
                 return TurnResult("failed", outcome.cut_calls_reason)
             if not calls:
+                more = await self._stop_hook(turn, outcome.message, stopped)
+                if more is not None:  # a Stop hook asked the turn to go on, and said why
+                    context.messages.append({"role": "user", "content": more})
+                    stopped = True
+                    continue
                 await self._checkpoint()
                 if outcome.cut:
                     await self.notify(outcome.cut_notice, "warning")
@@ -629,6 +703,14 @@ class Supervisor:
             f"Stopped after {self._settings.max_turns} model requests for this message "
             "(--max-turns). Send another message to go on."
         )
+
+    async def _stop_hook(self, turn: Turn, answer: Message, active: bool) -> str | None:
+        """``Stop``: the feedback that makes the turn go on (as the model gets it), or None."""
+        with turn.scope():
+            verdict = await self._hook(Stop(active, str(answer.get("content") or "")))
+        if turn.cancelled or not verdict.blocked or verdict.stop is not None:
+            return None
+        return verdict.for_model("Stop", verdict.feedback)
 
     def _answer_unstarted_calls(self) -> None:
         """After a turn that stopped between the model's tool calls and their batch (its
@@ -730,6 +812,8 @@ class Supervisor:
         be unwinding a cancel). With ``defer`` (a batch of reads, whose answer is not saved
         yet), a batch that answered every call is saved with the next request instead."""
         writer = self._running().writer
+        if batch is not None:
+            self._context.log_hooks(batch.hook_records)
         if batch is not None and batch.planning is not None:
             self._context.planning = batch.planning
             await self._events.send(PlanningChanged(batch.planning.render()))
@@ -755,7 +839,7 @@ class Supervisor:
             and self._over(self._settings.compact_threshold)
             and split_point(self._context.messages) is not None  # else nothing to summarise
         ):
-            await self._start_compaction()
+            await self._start_compaction("auto")
 
     async def _fit_budget(self, turn: Turn) -> str | None:
         """Make sure the next request fits the hard budget; a message if it cannot.
@@ -774,7 +858,7 @@ class Supervisor:
                 await self._result_of(self._compaction)
         if self._over(1.0) and not turn.cancelled:
             with turn.scope():
-                result = await self.compact()
+                result = await self.compact(trigger="auto")
             if turn.cancelled:
                 return None
             if self._over(1.0):
@@ -802,13 +886,13 @@ class Supervisor:
                 "tries again; a new session starts empty; or raise --max-context-tokens if "
                 "the server holds more.")
 
-    async def compact(self) -> CompactResult:
+    async def compact(self, *, trigger: Literal["manual", "auto"] = "manual") -> CompactResult:
         """Compact now (``\\compact``), after any background compaction, and wait for the
         result. Cancelling the wait leaves the compaction running; it announces its result
-        when it lands."""
+        when it lands. ``trigger``: what the PreCompact hooks are told."""
         while self._compaction is not None:
             await self._result_of(self._compaction)
-        return await self._result_of(await self._start_compaction())
+        return await self._result_of(await self._start_compaction(trigger))
 
     async def _result_of(self, pending: _Compaction) -> CompactResult:
         pending.waiting += 1
@@ -819,13 +903,14 @@ class Supervisor:
         assert pending.result is not None
         return pending.result
 
-    async def _start_compaction(self) -> _Compaction:
+    async def _start_compaction(self, trigger: Literal["manual", "auto"]) -> _Compaction:
         """Start a compaction of the context as it is now, and say so (``CompactionState``
         reaches the front end before this returns, and before the compaction's end)."""
         actors = self._running()
         pending = self._compaction = _Compaction()
         snapshot = self._context.snapshot()
-        actors.tasks.start_soon(self._compaction_task, actors.compactor, pending, snapshot)
+        actors.tasks.start_soon(self._compaction_task, actors.compactor, pending, snapshot,
+                                trigger)
         try:
             await self._events.send(CompactionState(True))
         finally:  # started either way: whoever waits for it is answered
@@ -837,15 +922,21 @@ class Supervisor:
         inbox: MemoryObjectSendStream[CompactRequest],
         pending: _Compaction,
         snapshot: ContextSnapshot,
+        trigger: Literal["manual", "auto"],
     ) -> None:
         result = CompactResult(False, "The compactor stopped; context unchanged.")
         try:
             await pending.announced.wait()
+            with pending.job.scope():
+                await self._hook(PreCompact(trigger))
             plan: CompactAnswer = await ask(
                 inbox, lambda reply: CompactRequest(snapshot, pending.job, reply, self._model),
                 "compactor",
             )
             result = await self._apply(plan)
+            if result.applied:
+                with pending.job.scope():
+                    await self._session_started("compact")
         except ActorGone:
             pass
         finally:

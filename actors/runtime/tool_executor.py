@@ -17,6 +17,13 @@ Errors: a write-ahead record that cannot be written stops the batch with the
 :class:`ActorCrashed`, with the outcomes decided before it (the other calls are then answered
 from the write-ahead records by the store's recovery).
 
+The user's hooks (:mod:`actors.hooks`) run around each call whose arguments are valid:
+``PreToolUse`` before the approval question (it may block the call, whose result then says
+why, change its arguments, allow it without a question or ask for one where the mode would
+not; ``continue: false`` stops the turn after it), ``PostToolUse`` after a call that ran
+(what it says for the model follows the result, as ``<hook_output>``). Their outcomes reach
+the supervisor in ``BatchOutcome.hook_records``.
+
 Cancellation: the batch runs inside ``turn.scope()``. When the turn is cancelled, the running
 tool is cancelled (a shell tool kills its process group in its own shielded cleanup), and the
 executor still answers with one outcome per call: done, interrupted while running (with the
@@ -28,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -51,6 +58,7 @@ from actors.core.mailbox import answer
 from actors.core.messages import INTERRUPTED_NOTICE, NOT_STARTED_NOTICE
 from actors.core.planning import Planning
 from actors.core.turn import Turn
+from actors.hooks import Hooks, HookTable, PostToolUse, PreToolUse, Verdict
 from actors.runtime.checkpoint_writer import CheckpointClient
 from actors.store import Store
 from actors.tools import (
@@ -105,6 +113,7 @@ class BatchOutcome:
     error: StorageError | None = None  # a write-ahead record could not be written
     crash: ActorCrashed | None = None  # the executor itself failed
     planning: Planning | None = None  # a copy of the planning state, when the batch changed it
+    hook_records: list[dict[str, Any]] = field(default_factory=list)  # what the hooks did
 
 
 @dataclass
@@ -115,6 +124,9 @@ class _Running:
     started_at: float | None = None
     context: ToolContext | None = None
     changed: str = ""  # what a command did to the project's files, told after its result
+    records: list[dict[str, Any]] = field(default_factory=list)  # the batch's hook records
+    outcome: CallOutcome | None = None  # decided (a PostToolUse hook may still be running)
+    stop: str | None = None  # a hook of this call stopped the turn (``continue: false``)
 
 
 def needs_approval(tool: Tool, mode: Mode) -> bool:
@@ -192,6 +204,7 @@ class ToolExecutor:
         planning: Planning,
         tools: dict[str, Tool] | None = None,
         workspace: WorkspaceClient | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         self.mode = mode
         self.timeout = timeout
@@ -204,6 +217,8 @@ class ToolExecutor:
         self._planning = planning
         self._tools = TOOLS if tools is None else tools
         self._workspace = workspace  # snapshots before and after side-effecting calls
+        self._hooks = hooks or Hooks(HookTable(), session_id=writer.session_id,
+                                     project=sandbox, events=events)
 
     async def run(
         self,
@@ -248,7 +263,10 @@ class ToolExecutor:
                             "was reached. Ask the user before going on.",
                         )))
                         continue
-                    outcomes.append(await self._run_call(call, running, batch.answer_saved))
+                    outcomes.append(await self._run_call(call, running, batch.answer_saved,
+                                                         outcome.hook_records))
+                    if running.stop is not None:  # the rest of the batch is not started
+                        batch.turn.cancel(running.stop)
             except StorageError as exc:
                 outcome.error = exc
         for call in batch.calls[len(outcomes):]:
@@ -277,6 +295,8 @@ class ToolExecutor:
     ) -> CallOutcome:
         """The outcome of a call the batch did not finish: interrupted or never started."""
         reason = turn.reason if turn.cancelled else (str(error or "") or "the batch stopped")
+        if running.call_id == call.get("id") and running.outcome is not None:
+            return running.outcome  # it ran; its PostToolUse hook was cut short
         if running.call_id != call.get("id") or running.started_at is None:
             return self._outcome(call, "not_started", f"{NOT_STARTED_NOTICE}\n({reason})")
         end = turn.cancelled_at or time.monotonic()
@@ -290,12 +310,14 @@ class ToolExecutor:
         return self._outcome(call, "interrupted", "\n".join([INTERRUPTED_NOTICE, *details]))
 
     async def _run_call(self, call: dict[str, Any], running: _Running,
-                        answer_saved: bool) -> CallOutcome:
+                        answer_saved: bool, records: list[dict[str, Any]]) -> CallOutcome:
         call_id = str(call.get("id"))
         function = call.get("function") or {}
         name = str(function.get("name", ""))
         raw = function.get("arguments") or "{}"
         running.call_id, running.started_at, running.context = call_id, None, None
+        running.outcome = None
+        running.records = records
         await anyio.lowlevel.checkpoint()  # a call of a cancelled turn is never announced
         await self._events.send(ToolCallStarted(call_id, name, str(raw)))
         outcome = await self._finished(
@@ -319,6 +341,19 @@ class ToolExecutor:
             args = validate_arguments(tool, parse_arguments(raw))
         except ToolFailed as exc:
             return self._outcome(call, "failed", f"Error: {exc}")
+        before = await self._hook(PreToolUse(name, dict(args), running.call_id), running)
+        if before.blocked:
+            return self._outcome(call, "denied", f"Blocked by a PreToolUse hook: "
+                                 f"{before.feedback}\nDo not retry it unchanged.")
+        if before.stop is not None:
+            return self._outcome(call, "denied", "Not run: a PreToolUse hook stopped the "
+                                 "turn" + (f" ({before.stop})." if before.stop else "."))
+        if before.updated_input is not None:
+            try:
+                args = validate_arguments(tool, before.updated_input)
+            except ToolFailed as exc:
+                return self._outcome(call, "failed", "Error: a PreToolUse hook changed the "
+                                     f"arguments into ones the tool refuses: {exc}")
         context = ToolContext(
             sandbox=self._sandbox, memory_dir=self._memory_dir, planning=self._planning,
             store=self._store, session_id=self._writer.session_id, writer=self._writer,
@@ -328,7 +363,11 @@ class ToolExecutor:
             reason = await tool.ask_reason(context, args, self.mode)
         except ToolFailed as exc:
             return self._outcome(call, "failed", f"Error: {exc}")
-        if not reason and shows_approved_change(tool, self.mode):
+        if before.decision == "ask" and not reason:
+            reason = "a PreToolUse hook asks for your approval"
+        if before.decision == "allow":
+            pass  # a hook of the user's allowed it: no question
+        elif not reason and shows_approved_change(tool, self.mode):
             await self._approved(tool, args, None, running.call_id, approved=True)  # shown
         elif reason or needs_approval(tool, self.mode):
             approval = await self._approved(tool, args, reason, running.call_id)
@@ -358,6 +397,21 @@ class ToolExecutor:
                 except Exception as exc:  # a tool bug must not take the harness down
                     text = f"Error: the tool crashed ({type(exc).__name__}: {exc})."
                     status = "failed"
+            if deadline.cancelled_caught:
+                seen = "".join(context.progress)
+                text = (
+                    f"{INTERRUPTED_NOTICE}\n(Timed out after {self.timeout:g} s "
+                    "(--tool-timeout); the call was stopped"
+                    + ("; the command's process group was killed" if name == "run_bash"
+                       else "")
+                    + ".)"
+                    + (f"\nOutput before the timeout:\n{seen}" if seen else "")
+                )
+                status = "timed_out"
+            running.started_at = None
+            outcome = running.outcome = self._outcome(call, status, text)
+            if status == "done":  # before the snapshot: what a formatter hook changes is
+                outcome = await self._post_tool_use(outcome, args, running)  # the call's
         except BaseException:  # interrupted: what it changed is recorded, not waited for
             if workspace is not None:
                 workspace.note("after", running.call_id, name)
@@ -366,18 +420,30 @@ class ToolExecutor:
             taken = await workspace.snapshot("after", running.call_id, name)
             if taken is not None and taken.changes and name == "run_bash":
                 running.changed = describe_changes(taken.changes)
-        if deadline.cancelled_caught:
-            seen = "".join(context.progress)
-            text = (
-                f"{INTERRUPTED_NOTICE}\n(Timed out after {self.timeout:g} s (--tool-timeout); "
-                "the call was stopped"
-                + ("; the command's process group was killed" if name == "run_bash" else "")
-                + ".)"
-                + (f"\nOutput before the timeout:\n{seen}" if seen else "")
-            )
-            status = "timed_out"
-        running.started_at = None
-        return self._outcome(call, status, text)
+        return outcome
+
+    async def _post_tool_use(self, outcome: CallOutcome, args: dict[str, Any],
+                             running: _Running) -> CallOutcome:
+        """The PostToolUse hooks of a call that ran; what they say for the model follows
+        its result."""
+        after = await self._hook(PostToolUse(outcome.name, dict(args), outcome.call_id,
+                                             outcome.text), running)
+        said = "\n\n".join(filter(None, (after.feedback, after.context)))
+        if not said:
+            return outcome
+        block = after.for_model("PostToolUse", said)
+        return replace(outcome, content=f"{outcome.content}\n{block}",
+                       text=f"{outcome.text}\n{block}")
+
+    async def _hook(self, event: PreToolUse | PostToolUse, running: _Running) -> Verdict:
+        """Run the hooks of ``event``; what they did goes to the batch's records, and a
+        ``continue: false`` stops the turn once this call has its outcome."""
+        verdict = await self._hooks.fire(event, self.mode.value)
+        running.records.extend(verdict.records)
+        if verdict.stop is not None and running.stop is None:
+            running.stop = f"stopped by a {event.name} hook" + (
+                f": {verdict.stop}" if verdict.stop else "")
+        return verdict
 
     async def _record_group(self, call_id: str, group: ProcessGroup) -> None:
         """Write-ahead: the process group a started call runs in, so recovery after a kill -9

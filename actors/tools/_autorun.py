@@ -22,6 +22,8 @@ _DIRECTORIES = {
     ".ssh": "ssh runs commands from its config and keys decide who logs in",
     ".vscode": "the editor runs tasks and settings from it when the folder opens",
     ".husky": "git hooks run it on commit",
+    ".agent-harness": "its settings hold hooks the harness runs (after the user approves them)",
+    ".claude": "Claude Code runs the hooks in its settings",
 }
 # Directories under .config whose files run at login or shell start.
 _CONFIG_DIRECTORIES = {

@@ -58,6 +58,10 @@ async def _info(ctx: CommandContext, argument: str) -> Reply:
                      + (" (compacting…)" if view.compacting else ""))
         files = await ctx.sup.files_changed(summary=True)
         lines.append(f"Files:        {files[0]}")
+        if ctx.settings is not None:  # the settings files as they are now
+            from repl.project_config import settings_lines
+
+            lines += await anyio.to_thread.run_sync(settings_lines, ctx.settings)
     return Reply("\n".join(lines))
 
 

@@ -91,7 +91,7 @@ async def test_a_full_context_is_told_apart_from_the_output_limit(
         "The answer was cut because the server's context is full (finish_reason 'length' "
         "with the prompt's 6,000 tokens and the answer's 2,190 filling the 8,192 the server "
         "gives a request). Start llama-server with -c 32768, or pass --max-context-tokens "
-        "3200 so that the conversation is compacted while an answer still fits."]
+        "3300 so that the conversation is compacted while an answer still fits."]
 
 
 async def test_tool_calls_cut_by_a_full_context_say_so(tmp_path: Path) -> None:

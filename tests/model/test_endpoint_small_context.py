@@ -1,7 +1,8 @@
 """A small context (a budget, or a server's context, of at most 8,192 tokens): the system
-prompt and tool schemas fit in 1,200 tokens, by the harness's estimate and by a real
-tokenizer (llama.cpp's, through its own chat template); a new session starts with room to
-work; a message too large for the budget says what would help."""
+prompt (with the longest memory notes and AGENTS.md files) and tool schemas fit in 1,200
+tokens, by the harness's estimate and by a real tokenizer (llama.cpp's, through its own chat
+template); a new session starts with room to work; a message too large for the budget says
+what would help."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 
 from actors.core.budget import estimate_message, estimate_tools
 from actors.core.events import ContextGauge, Notice
-from actors.core.prompts import system_prompt
+from actors.core.prompts import Instructions, fit_instructions, system_prompt
 from actors.testing.flavours import LlamaCpp
 from actors.testing.scripted_server import Reply, ScriptedServer
 from actors.tools import COMPACT_TOOLS, TOOLS, tool_schemas
@@ -28,12 +29,16 @@ from tests.support.strict import unavailable
 
 LIMIT = 1200
 NOTES = {"project": "Use tabs. " * 400, "user": "Prefers short answers."}
+AGENTS_MD = [Instructions("../AGENTS.md", "Run make check. " * 300),
+             Instructions("AGENTS.md", "Every handler has a test. " * 300)]
 SANDBOX = Path("/home/someone/projects/a-project-with-a-fairly-long-name")
 
 
 def fixed_part(compact: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The system message and the tools of a new session's requests."""
-    system = {"role": "system", "content": system_prompt(SANDBOX, NOTES, compact=compact)}
+    instructions = fit_instructions(AGENTS_MD, compact=compact)
+    system = {"role": "system", "content": system_prompt(SANDBOX, NOTES, compact=compact,
+                                                         instructions=instructions)}
     return system, tool_schemas(compact=compact)
 
 
@@ -48,6 +53,7 @@ def test_the_compact_prompt_and_tools_fit_in_1200_tokens_by_the_estimate() -> No
     assert all(t["function"]["parameters"] == TOOLS[t["function"]["name"]].parameters
                | {"properties": t["function"]["parameters"]["properties"]} for t in tools)
     assert "cut to fit a small context" in system["content"]  # long notes are cut
+    assert system["content"].count("cut to fit a small context") == 2  # and AGENTS.md
 
 
 # -- a real tokenizer: llama.cpp's server renders its chat template and counts ---------------

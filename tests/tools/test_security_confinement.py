@@ -309,7 +309,8 @@ async def test_a_sandbox_holding_the_memory_dir_warns_and_refuses(tmp_path: Path
     ".envrc", ".bashrc", "dotfiles/.zshrc", ".vscode/tasks.json", ".ssh/authorized_keys",
     ".config/fish/config.fish", ".config/autostart/x.desktop",
     ".venv/lib/python3.11/site-packages/evil.pth", "sitecustomize.py",
-    ".pre-commit-config.yaml", "hooks-link/post-checkout",
+    ".pre-commit-config.yaml", "hooks-link/post-checkout", ".agent-harness/settings.json",
+    ".claude/settings.json",
 ])
 async def test_writes_that_would_run_commands_always_ask(
     ctx: ToolContext, sandbox: Path, path: str
