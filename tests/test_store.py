@@ -159,27 +159,18 @@ def _statements_of(store: Store, write: Any) -> list[str]:
 def test_an_append_costs_the_same_statements_whatever_it_appends(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM], title="named")  # no provisional title
     at = 1
-    journaled = isinstance(store, SessionStore)  # SQLite: a journal row, the rows follow
 
-    def append(messages: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
-        """The append's statements, and (journaled) those of applying it."""
+    def append(messages: list[dict[str, Any]]) -> list[str]:
         nonlocal at
         with store.lease(sid):
             statements = _statements_of(
                 store, lambda: store.append(sid, messages, at=at, state={"n": at}))
-            applied = _statements_of(store, store.apply_journal) if journaled else []
         at += len(messages)
-        return statements, applied
+        return statements
 
-    one, one_applied = append([assistant("one")])
-    many, many_applied = append([assistant(None, "c1", "c2"), result("c1"), result("c2"),
-                                 user("next"), assistant("five")])
-    if journaled:  # the durable commit is one row, whatever it holds
-        for own in (one, many):
-            written = [s for s in own if s.startswith(("INSERT", "UPDATE", "DELETE"))]
-            assert len(written) == 1 and written[0].startswith("INSERT INTO journal")
-            assert len(own) == len(one)
-        one, many = one_applied, many_applied
+    one = append([assistant("one")])
+    many = append([assistant(None, "c1", "c2"), result("c1"), result("c2"), user("next"),
+                   assistant("five")])
     # the transcript rows, the context rows, the write-ahead records: one statement each
     assert len(many) == len(one) + 1  # + the one that deletes the two calls' records
     assert sum("INSERT INTO transcript" in s for s in many) == 1
@@ -201,7 +192,6 @@ def test_rows_near_the_end_of_the_rowid_range_are_read_back(memory_dir: Path) ->
             " WHERE id = ?)", (2**62 + 10, other))
     with store.lease(sid):
         store.append(sid, [user("a"), assistant("b")], at=1)
-    store.apply_journal()  # the rows follow the journal's row
     with store.db.lock:
         mids = [mid for (mid,) in store.db.connection.execute(
             "SELECT c.mid FROM context c JOIN sessions s ON s.rid = c.session_rid"

@@ -9,11 +9,8 @@ so a checkpoint is never half-applied by an abort; the caller may stop waiting, 
 lands. When the writer is cancelled, writes still queued are refused (their callers get
 :class:`ActorGone`), never run; a batch of indexing under way finishes in its thread.
 
-The tables follow the checkpoints: on SQLite an append is one journal row, applied to the
-tables in a transaction of its own (:mod:`actors.store._journal`), which the writer runs
-when it is idle (every other transaction of the store applies them first); and the search
-index follows the tables: a checkpoint commits its messages marked "not yet indexed", and
-the writer indexes them between writes (see :func:`run_checkpoint_writer`).
+The search index follows the checkpoints: a checkpoint commits its messages marked "not yet
+indexed", and the writer indexes them between writes (see :func:`run_checkpoint_writer`).
 
 Errors: the store translates its own failures into the hierarchy (a :class:`StorageError` for a
 full disk, a :class:`ContextConflict`...); the writer answers with that exception object and
@@ -49,8 +46,6 @@ class Write:
     taken: anyio.Event | None = None
 
 
-APPLY_IDLE_SECONDS = 0.02  # the journal's entries are applied after this long without a write
-APPLY_BACKLOG = 32  # ... or once this many wait, as soon as no write waits
 INDEX_IDLE_SECONDS = 0.05  # the search index catches up after this long without a write
 INDEX_BACKLOG = 64  # ... or at once after a write, when this many messages wait for it
 FINAL_INDEX_SECONDS = 1.0  # what catching up may add to a clean exit (the rest waits)
@@ -64,11 +59,8 @@ async def run_checkpoint_writer(
 ) -> None:
     """Serve writes until every sender of ``inbox`` is closed.
 
-    Between writes it applies the journal's entries (:meth:`Store.apply_journal`, all of
-    them in one transaction) once the inbox has been idle :data:`APPLY_IDLE_SECONDS`, or
-    :data:`APPLY_BACKLOG` entries wait; then it keeps the search index caught up
-    (:meth:`Store.index_pending`, one batch per worker-thread call): once the inbox has
-    been idle for
+    Between writes it keeps the search index caught up (:meth:`Store.index_pending`, one
+    batch per worker-thread call): once the inbox has been idle for
     :data:`INDEX_IDLE_SECONDS`, or right after a write that left :data:`INDEX_BACKLOG`
     messages unindexed, so a checkpoint never waits for more than one batch. When the
     inbox closes it catches up for at most :data:`FINAL_INDEX_SECONDS`; what is left stays
@@ -93,8 +85,6 @@ async def run_checkpoint_writer(
                         f"The checkpoint writer failed ({type(exc).__name__}: {exc})."
                     )
                 await answer(write.reply, result)
-            if store.journaled:
-                await anyio.to_thread.run_sync(store.apply_journal)
             with anyio.move_on_after(FINAL_INDEX_SECONDS):
                 while store.unindexed and not await _index_some(store):
                     pass
@@ -108,40 +98,29 @@ async def run_checkpoint_writer(
 
 async def _next_write(store: Store, inbox: MemoryObjectReceiveStream[Write]) -> Write | None:
     """The next write (None once every sender closed), doing the background work while none
-    comes: first the journal's entries applied (:meth:`Store.apply_journal`), then the
-    search index's batches (:meth:`Store.index_pending`).
+    comes: the search index's batches (:meth:`Store.index_pending`).
 
-    Each starts once the inbox has been idle long enough since the last write was answered
-    (:data:`APPLY_IDLE_SECONDS`, :data:`INDEX_IDLE_SECONDS`: while a turn is writing, its
-    writes go first), or at once after a write that left a backlog (:data:`APPLY_BACKLOG`
-    entries, :data:`INDEX_BACKLOG` messages); between the rounds of a backlog, a write
-    waiting goes first. A write that comes during a round waits for that round only."""
+    They start once the inbox has been idle :data:`INDEX_IDLE_SECONDS` since the last write
+    was answered (while a turn is writing, its writes go first), or at once after a write
+    that left :data:`INDEX_BACKLOG` messages unindexed; between the batches of a backlog, a
+    write waiting goes first. A write that comes during a batch waits for that batch only."""
     idle_from = anyio.current_time()
     first = True
-    while store.journaled or store.unindexed:
-        journal = bool(store.journaled)
-        if journal:
-            backlog, idle = store.journaled >= APPLY_BACKLOG, APPLY_IDLE_SECONDS
-        else:
-            backlog, idle = store.unindexed >= INDEX_BACKLOG, INDEX_IDLE_SECONDS
-        if backlog:
+    while store.unindexed:
+        if store.unindexed >= INDEX_BACKLOG:
             if not first:
                 taken, write = _waiting(inbox)
                 if taken:
                     return write
-        elif anyio.current_time() < idle_from + idle:
-            with anyio.move_on_at(idle_from + idle):
+        elif anyio.current_time() < idle_from + INDEX_IDLE_SECONDS:
+            with anyio.move_on_at(idle_from + INDEX_IDLE_SECONDS):
                 try:
                     return await inbox.receive()
                 except anyio.EndOfStream:
                     return None
             continue  # idle long enough: look again at what is left (a reader may have done it)
         first = False
-        if journal:
-            if not await anyio.to_thread.run_sync(store.apply_journal):
-                break  # it cannot be applied now (a full disk): the next write tries, or fails
-        else:
-            await _index_some(store)
+        await _index_some(store)
         idle_from = anyio.current_time()
     try:
         return await inbox.receive()

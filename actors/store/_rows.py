@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from actors.core.budget import estimate_message
 from actors.core.errors import CorruptSession, SessionNotFound
 from actors.core.messages import Message, dumps_fast, shape_of
+from actors.core.previews import one_line
 from actors.store import _write_ahead
 from actors.store._parts import Conn
 
@@ -322,3 +323,38 @@ def insert_compactions(
                 for i, c in enumerate(events)
             ],
         )
+
+
+def update_after_append(
+    conn: Conn, row: AppendRow, added: int, now: str, typed: Sequence[str],
+    title: str | None, state: str | None, status: str | None,
+) -> None:
+    """One ``UPDATE`` of the session row after ``added`` messages were appended to ``row``'s:
+    the counters and ``updated_at``; the branch point cleared; with ``typed`` (what the user
+    typed in them), the count and the preview; ``title`` (provisional) when given; the
+    state's stored JSON and the status when given."""
+    sets = "context_len = ?, transcript_len = ?, updated_at = ?"
+    args: list[Any] = [row.context_len + added, row.transcript_len + added, now]
+    if added and row.branch_seq is not None:
+        sets += ", branch_seq = NULL"
+    if typed:
+        sets += ", user_messages = ?, preview = ?"
+        args += [row.user_messages + len(typed), one_line(typed[-1])]
+    if title is not None:
+        sets += ", title = ?, title_source = 'provisional'"
+        args.append(title)
+    if state is not None:
+        sets += ", state = ?"
+        args.append(state)
+    if status is not None and status != row.status:
+        sets += ", status = ?"
+        args.append(status)
+    args.append(row.rid)
+    conn.execute(f"UPDATE sessions SET {sets} WHERE rid = ?", args)
+
+
+def session_texts(conn: Conn, rid: int) -> tuple[str, list[str]]:
+    """What the search index holds of session ``rid`` besides its title: its summary and its
+    compactions' summaries."""
+    (summary,) = conn.execute("SELECT summary FROM sessions WHERE rid = ?", (rid,)).fetchone()
+    return str(summary), [str(c["summary"]) for c in compactions(conn, rid)]

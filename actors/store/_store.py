@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,6 @@ from actors.core.errors import (
     AmbiguousSessionId,
     ContextConflict,
     CorruptSession,
-    HarnessError,
     SessionLocked,
     SessionNotFound,
     StorageError,
@@ -54,10 +52,10 @@ from actors.core.messages import (
 )
 from actors.core.previews import latest_user_text, one_line, own_user_text
 from actors.core.stored import StoredMessages
-from actors.core.titles import SOURCES, provisional_title
+from actors.core.titles import SOURCES
 from actors.store import (
+    _appends,
     _branches,
-    _journal,
     _portability,
     _rows,
     _search,
@@ -143,44 +141,6 @@ def _state_text(state: dict[str, Any] | None) -> str | None:
     return None if state is None else _rows.dump_state(state)
 
 
-def _typed(plain: Iterable[Message]) -> list[str]:
-    """What the user typed in these messages (not blank), in order: the listing's counts,
-    its preview and the provisional title follow it."""
-    return [t for m in plain if (t := own_user_text(m)) is not None and t.strip()]
-
-
-def _after(row: AppendRow, plain: Sequence[Message], status: str | None,
-           typed: list[str] | None = None) -> AppendRow:
-    """The session's counters once ``plain`` (``typed``: :func:`_typed` of it, if known)
-    is appended to ``row``'s: what :meth:`Store._write_delta` writes, and what the journal
-    expects of a session whose entries are not applied yet."""
-    added = len(plain)
-    typed = _typed(plain) if typed is None else typed
-    return row._replace(
-        context_len=row.context_len + added,
-        transcript_len=row.transcript_len + added,
-        branch_seq=None if added else row.branch_seq,
-        user_messages=row.user_messages + len(typed),
-        title_source=row.title_source or ("provisional" if typed else ""),
-        status=status or row.status,
-    )
-
-
-def _check_at(session_id: str, row: AppendRow, at: int) -> None:
-    """:class:`ContextConflict` unless the store holds exactly ``at`` messages."""
-    if row.context_len != at:
-        raise ContextConflict(
-            f"Context changed unexpectedly for session '{session_id}' ({at} messages "
-            f"known saved, {row.context_len} saved); only compaction may replace it."
-        )
-
-
-_JOURNAL_ROW = (
-    f"SELECT {', '.join(AppendRow._fields)}, EXISTS (SELECT 1 FROM journal"
-    " WHERE journal.session_rid = sessions.rid) FROM sessions WHERE id = ?"
-)
-
-
 def _check_status(status: str) -> None:
     if status not in STATUSES:
         raise UsageError(f"Unknown status {status!r}; use one of {', '.join(STATUSES)}.")
@@ -207,13 +167,6 @@ class Store:
         self.index = backend.index
         self.import_warnings: list[str] = list(backend.warnings)
         self._contexts = ContextCache()
-        # The journal (actors.store._journal; SQLite): this instance's entries not applied
-        # yet, oldest first, with their rows' text; the hook that applies them.
-        self._journal = backend.journal
-        self._pending: list[tuple[str, _journal.Entry]] = []
-        self._settling = False
-        if self._journal:
-            self.db.settle = self._settle
         # Messages this instance left for the indexer since it last found nothing pending
         # (1 at first: look once for what an earlier process left). A hint, not the truth:
         # the database's ``index_pending`` rows are.
@@ -227,13 +180,7 @@ class Store:
         return self.db.location
 
     def close(self) -> None:
-        """Close the connections (idempotent), this instance's journal entries applied first
-        when they can be (else the next store to open applies them). Leases held stay held
-        until released."""
-        if self._pending:
-            with contextlib.suppress(HarnessError):
-                self.apply_journal()
-            self._pending.clear()  # what is left stays in the journal's table
+        """Close the connections (idempotent). Leases held stay held until released."""
         self.db.close()
         self.leases.close()
 
@@ -318,59 +265,10 @@ class Store:
         """Write the delta of ``incoming`` over the saved context inside ``conn``'s
         transaction; the caller commits the returned :class:`Extension` after COMMIT."""
         delta = extension(self._saved(conn, row, session_id), incoming, session_id)
-        self._write_delta(conn, row, delta.new_plain, delta.new_texts,
-                          planned_calls=planned_calls, state=_state_text(state), status=status)
+        self.unindexed += len(delta.new_texts)
+        _appends.write(conn, self.index, row, delta.new_plain, delta.new_texts,
+                       planned_calls=planned_calls, state=_state_text(state), status=status)
         return delta
-
-    def _write_delta(
-        self,
-        conn: Conn,
-        row: AppendRow,
-        plain: Sequence[Message],
-        texts: Sequence[str],
-        *,
-        planned_calls: bool,
-        state: str | None = None,
-        status: str | None = None,
-        at: str | None = None,
-    ) -> None:
-        """The rows of the messages ``plain`` (stored as ``texts``), appended after the
-        ``row.context_len`` saved messages: the transcript, context and write-ahead rows,
-        then one ``UPDATE`` of the session row (its counters, ``updated_at`` (``at``, else
-        now), the state's stored JSON when given: written whether or not it changed, since
-        the row is rewritten for the counters anyway)."""
-        added = len(texts)
-        self.unindexed += added
-        self.index.mark_pending(conn, _rows.insert_messages(
-            conn, row.rid, row.transcript_len, row.context_len, plain, texts,
-            planned_calls=planned_calls, follows=row.branch_seq,
-        ))
-        typed = _typed(plain)
-        after = _after(row, plain, status, typed)
-        sets = "context_len = ?, transcript_len = ?, updated_at = ?"
-        args: list[Any] = [after.context_len, after.transcript_len, at or timestamp()]
-        if after.branch_seq != row.branch_seq:
-            sets += ", branch_seq = NULL"
-        if typed:
-            sets += ", user_messages = ?, preview = ?"
-            args += [after.user_messages, one_line(typed[-1])]
-            if not row.title_source:
-                title = provisional_title(typed[0])
-                sets += ", title = ?, title_source = 'provisional'"
-                args.append(title)
-                (summary,) = conn.execute(
-                    "SELECT summary FROM sessions WHERE rid = ?", (row.rid,)).fetchone()
-                self.index.set_session_text(conn, row.rid, session_text(
-                    title, summary, [c["summary"] for c in _rows.compactions(conn, row.rid)]
-                ))
-        if state is not None:
-            sets += ", state = ?"
-            args.append(state)
-        if status is not None and status != row.status:
-            sets += ", status = ?"
-            args.append(status)
-        args.append(row.rid)
-        conn.execute(f"UPDATE sessions SET {sets} WHERE rid = ?", args)
 
     # -- creating and checkpointing -------------------------------------------------------
 
@@ -455,134 +353,19 @@ class Store:
         check_session_id(session_id)
         if status is not None:
             _check_status(status)
-        if self._journal:
-            number = self._append_journaled(session_id, messages, at, state=state,
-                                            planned_calls=planned_calls, status=status)
-            if number is not None:
-                return number
         with self._existing_lease(session_id), self.db.write(session_id) as conn:
             row = _rows.append_row(conn, session_id)
-            _check_at(session_id, row, at)
+            _appends.check_at(session_id, row, at)
             saved = self._contexts.cached(session_id, rid=row.rid,
                                           version=row.context_version, length=at)
             delta = appended(saved, messages)
-            self._write_delta(conn, row, delta.new_plain, delta.new_texts,
-                              planned_calls=planned_calls, state=_state_text(state),
-                              status=status)
+            self.unindexed += len(delta.new_texts)
+            _appends.write(conn, self.index, row, delta.new_plain, delta.new_texts,
+                           planned_calls=planned_calls, state=_state_text(state),
+                           status=status)
         if saved is None:
             self._contexts.forget(session_id)
         return row.transcript_len + delta.commit()
-
-    # -- the journal (actors.store._journal) ----------------------------------------------
-
-    def _append_journaled(
-        self, session_id: str, messages: Sequence[Any], at: int, *,
-        state: dict[str, Any] | None, planned_calls: bool, status: str | None,
-    ) -> int | None:
-        """:meth:`append` as one journal row (None: the session has entries another store
-        instance left, which the direct path applies first)."""
-        if not self.leases.is_held_here(session_id):  # else held by the caller's run
-            with self._existing_lease(session_id):
-                return self._append_journaled(session_id, messages, at, state=state,
-                                              planned_calls=planned_calls, status=status)
-        with self.db.write(session_id, settled=False) as conn:
-            row = self._journal_row(conn, session_id)
-            if row is None:
-                return None
-            _check_at(session_id, row, at)
-            saved = self._contexts.cached(session_id, rid=row.rid,
-                                          version=row.context_version, length=at)
-            delta = appended(saved, messages)
-            state_text, when = _state_text(state), time.time()
-            text = _journal.encode(session_id, row, delta.new_texts, state_text, status,
-                                   planned_calls, when)
-            jid: int | None = getattr(conn.execute(
-                "INSERT INTO journal (session_rid, entry) VALUES (?, ?)", (row.rid, text)
-            ), "lastrowid", None)  # a journal is SQLite's
-        assert jid is not None
-        self._pending.append((text, _journal.Entry(
-            jid, session_id, row, delta.new_plain, delta.new_texts, state_text, status,
-            planned_calls, when)))
-        if saved is None:
-            self._contexts.forget(session_id)
-        return row.transcript_len + delta.commit()
-
-    def _journal_row(self, conn: Conn, session_id: str) -> AppendRow | None:
-        """The session's counters as its journal leaves them: after this instance's latest
-        entry not applied yet, else as stored; None when entries of another instance wait."""
-        for _, entry in reversed(self._pending):
-            if entry.session_id == session_id:
-                return _after(entry.before, entry.plain, entry.status)
-        found = conn.execute(_JOURNAL_ROW, (session_id,)).fetchone()
-        if found is None:
-            raise SessionNotFound(session_id)
-        return None if found[-1] else AppendRow._make(found[:-1])
-
-    @property
-    def journaled(self) -> int:
-        """Entries this instance journaled and has not applied yet."""
-        return len(self._pending)
-
-    def apply_journal(self) -> bool:
-        """Apply the journal's entries now (the checkpoint writer calls it between writes;
-        any transaction would first); True when none of this instance's is left. A failure
-        (a full disk) leaves them for the next transaction to apply, or to fail on."""
-        if not self._journal:
-            return True
-        with self.db.read():  # its settle hook applies them (a failure: read what is)
-            pass
-        return not self._pending
-
-    def _settle(self) -> None:
-        """The database's hook, in its lock before every transaction but a journal row's
-        own: apply every entry the journal holds (this instance's, and any another left),
-        oldest first, in one durable transaction."""
-        if self._settling:
-            return
-        self._settling = True
-        try:
-            with self.db.read() as conn:
-                rows = conn.execute("SELECT jid, entry FROM journal ORDER BY jid").fetchall()
-            stuck: CorruptSession | None = None
-            if rows:
-                own = {entry.jid: (text, entry) for text, entry in self._pending}
-                with self.db.write() as conn:
-                    for jid, text in rows:
-                        mine = own.get(jid)
-                        try:
-                            entry = (mine[1] if mine is not None and mine[0] == text
-                                     else _journal.decode(jid, text))
-                            self._apply(conn, entry, text)
-                        except CorruptSession as exc:  # those before it are applied
-                            stuck = exc
-                            break
-            if stuck is not None:
-                raise stuck
-            self._pending.clear()  # applied now, or by someone else before
-        finally:
-            self._settling = False
-
-    def _apply(self, conn: Conn, entry: _journal.Entry, text: str) -> None:
-        """Write ``entry`` into the tables and delete its row, in ``conn``'s transaction:
-        unless its row is gone or holds another entry (applied by someone else already)."""
-        found = conn.execute("SELECT entry FROM journal WHERE jid = ?", (entry.jid,)).fetchone()
-        if found is None or found[0] != text:
-            return
-        try:
-            row = _rows.append_row(conn, entry.session_id)
-        except SessionNotFound:  # deleted since: its checkpoints went with it
-            conn.execute("DELETE FROM journal WHERE jid = ?", (entry.jid,))
-            return
-        before = entry.before
-        if (row.rid, row.context_version, row.context_len, row.transcript_len) != (
-            before.rid, before.context_version, before.context_len, before.transcript_len
-        ):
-            raise CorruptSession(entry.session_id, "a checkpoint in the journal does not "
-                                 f"follow the saved session; {self.db.damage_hint}")
-        conn.execute("DELETE FROM journal WHERE jid = ?", (entry.jid,))
-        self._write_delta(conn, row, entry.plain, entry.texts,
-                          planned_calls=entry.planned_calls, state=entry.state,
-                          status=entry.status, at=entry.updated_at)
 
     def mark_started(self, session_id: str, call_ids: Iterable[str]) -> None:
         """Durably record that these tool calls are about to start (write-ahead).

@@ -20,7 +20,7 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from actors.core.errors import CorruptSession, HarnessError, StorageError
@@ -93,18 +93,15 @@ class _DurableWrite:
     whole on any exception), errors translated (:func:`translation`). A class rather than
     nested generators: their entering and leaving was a tenth of an append's own time."""
 
-    __slots__ = ("conn", "db", "settled")
+    __slots__ = ("conn", "db")
 
-    def __init__(self, db: SqliteDatabase, settled: bool) -> None:
+    def __init__(self, db: SqliteDatabase) -> None:
         self.db = db
-        self.settled = settled
 
     def __enter__(self) -> sqlite3.Connection:
         db = self.db
         db.lock.acquire()
         try:
-            if self.settled and db.settle is not None:
-                db.settle()
             db._check_side_files()  # may reopen: read the connection after it
             conn = self.conn = db.connection
             conn.execute("BEGIN IMMEDIATE")
@@ -195,7 +192,6 @@ class SqliteDatabase:
     """
 
     damage_hint = DOCTOR_HINT
-    settle: Callable[[], None] | None = None
 
     def __init__(self, db_path: Path, *, busy_timeout: float = 10.0) -> None:
         self.path = db_path
@@ -230,7 +226,7 @@ class SqliteDatabase:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = FULL")
                 conn.execute("PRAGMA foreign_keys = OFF")
-                migrate(conn)
+                self.warnings += migrate(conn)
         except BaseException:
             conn.close()
             raise
@@ -248,30 +244,24 @@ class SqliteDatabase:
     @contextlib.contextmanager
     def read(self, session_id: str | None = None) -> Iterator[Conn]:
         with self.lock, translated(self.path, session_id):
-            if self.settle is not None:
-                with contextlib.suppress(HarnessError):  # read what is applied (read-only)
-                    self.settle()
             self.connection.execute("BEGIN")
             try:
                 yield self.connection
             finally:
                 self.connection.execute("COMMIT")
 
-    def write(self, *leased: str, durable: bool = True,
-              settled: bool = True) -> contextlib.AbstractContextManager[Conn]:
+    def write(self, *leased: str, durable: bool = True) -> contextlib.AbstractContextManager[Conn]:
         """``durable=False``: ``synchronous=NORMAL`` for this transaction, whose COMMIT then
         writes the log without syncing it; the next ``FULL`` commit's sync covers it. Such a
         write (the search index) does not look at the side files either: the next durable
         write does, and reports a deleted log to the user, whose data (this write's too) is
-        then written back. ``settled=False``: :attr:`settle` is not run first."""
+        then written back."""
         # A flock lease cannot be lost while its process lives: nothing to check for ``leased``.
-        return _DurableWrite(self, settled) if durable else self._derived_write()
+        return _DurableWrite(self) if durable else self._derived_write()
 
     @contextlib.contextmanager
     def _derived_write(self) -> Iterator[Conn]:
         with self.lock, translated(self.path):
-            if self.settle is not None:
-                self.settle()
             conn = self.connection
             conn.execute("PRAGMA synchronous = NORMAL")
             try:

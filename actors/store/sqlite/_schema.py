@@ -25,16 +25,19 @@ Tables (one database file, ``<memory-dir>/sessions.sqlite3``):
                   the rows after it are the indexer's to do (a checkpoint writes no mark).
 ``message_session`` the session of each indexed message (mid -> session rid), written by
                   the indexer, read by search to count matches per session.
-``journal``       checkpoints not applied to the tables above yet: an append commits one
-                  row here, and applying it writes its rows and deletes it
-                  (actors.store._journal).
+
+Schema 8 had a ``journal`` of checkpoints not applied to the tables yet; the migration to 9
+applies what it holds and drops it (:mod:`actors.store.sqlite._upgrade`).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
-SCHEMA_VERSION = 8
+from actors.store.sqlite._upgrade import apply_journal
+
+SCHEMA_VERSION = 9
 
 MIGRATION_LISTINGS = """
     ALTER TABLE sessions ADD COLUMN title_source TEXT NOT NULL DEFAULT '';
@@ -52,7 +55,7 @@ MIGRATION_LISTINGS = """
     CREATE INDEX IF NOT EXISTS sessions_project ON sessions (project_root, updated_at);
 """
 
-_MIGRATIONS: dict[int, str] = {
+_MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], list[str]]] = {
     1: """
     CREATE TABLE IF NOT EXISTS sessions (
         rid             INTEGER PRIMARY KEY,
@@ -161,9 +164,8 @@ _MIGRATIONS: dict[int, str] = {
     DROP INDEX IF EXISTS transcript_session_of;
     DROP INDEX IF EXISTS sessions_project;
     """,
-    # A checkpoint that appends is one row here first, the tables following in a
-    # transaction of its own that deletes it (actors.store._journal). No index: the table
-    # holds the few entries not applied yet.
+    # (Schema 8 only: a checkpoint that appended was one row here first, the tables
+    # following in a transaction of its own that deleted it.)
     8: """
     CREATE TABLE IF NOT EXISTS journal (
         jid         INTEGER PRIMARY KEY,
@@ -171,16 +173,20 @@ _MIGRATIONS: dict[int, str] = {
         entry       TEXT    NOT NULL
     );
     """,
+    # One write path: what schema 8's journal still holds is applied, and the table dropped.
+    9: apply_journal,
 }
 
 
-def migrate(conn: sqlite3.Connection) -> None:
+def migrate(conn: sqlite3.Connection) -> list[str]:
     """Bring the database to :data:`SCHEMA_VERSION`; safe to run on every open, by many
-    processes at once (the version is read and raised inside one write transaction)."""
+    processes at once (the version is read and raised inside one write transaction). What a
+    migration had to say (a line each)."""
     from actors.core.errors import StorageError
 
     if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
-        return
+        return []
+    said: list[str] = []
     conn.execute("BEGIN IMMEDIATE")
     try:
         current = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -190,11 +196,16 @@ def migrate(conn: sqlite3.Connection) -> None:
                 "upgrade agent-harness to open it."
             )
         for version in range(current + 1, SCHEMA_VERSION + 1):
-            for statement in _MIGRATIONS[version].split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            step = _MIGRATIONS[version]
+            if callable(step):
+                said += step(conn)
+            else:
+                for statement in step.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {version}")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+    return said

@@ -40,8 +40,7 @@ class SqliteStore(Store):
     ) -> None:
         path = private_memory_dir(memory_dir)
         db = SqliteDatabase(path / DB_NAME, busy_timeout=busy_timeout)
-        backend = Backend(db, FlockLeases(path / "sessions"), Fts5Index(), tuple(db.warnings),
-                          journal=True)
+        backend = Backend(db, FlockLeases(path / "sessions"), Fts5Index(), tuple(db.warnings))
         try:
             super().__init__(path, backend, import_legacy=import_legacy)
         except BaseException:

@@ -38,10 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from actors.core.errors import CorruptSession, HarnessError, StorageError
+from actors.core.errors import HarnessError, StorageError
 from actors.core.ids import new_session_id
 from actors.core.messages import Message, repair, text_of
-from actors.store import _journal as journal
 from actors.store._hostile import (
     call_id_problems,
     importable,
@@ -91,7 +90,6 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     damaged: dict[str, _SessionRows] = field(default_factory=dict)
     index_stale: bool = False
-    stuck: list[int] = field(default_factory=list)  # journal rows that cannot be applied
 
     @property
     def serious(self) -> list[Finding]:
@@ -150,15 +148,10 @@ def _read_session(conn: sqlite3.Connection, row: sqlite3.Row) -> _SessionRows:
 
 
 def examine(store: SqliteStore) -> Report:
-    """Check everything; writes nothing but what any open of the store writes: the
-    checkpoint journal's entries applied to their tables (those that cannot be are
-    reported)."""
+    """Check everything; write nothing."""
     report = Report()
-    with contextlib.suppress(HarnessError):
-        store.apply_journal()
     conn = store.db.connection
     with store.db.lock:
-        _examine_journal(conn, report)
         try:
             lines = [r[0] for r in conn.execute("PRAGMA integrity_check(20)")]
         except sqlite3.DatabaseError as exc:
@@ -180,24 +173,6 @@ def examine(store: SqliteStore) -> Report:
             _examine_session(store, row["id"], rows, report)
         _examine_files(store, conn, {row["id"] for row in sessions}, report)
     return report
-
-
-def _examine_journal(conn: sqlite3.Connection, report: Report) -> None:
-    """The checkpoint journal's rows left once everything that can be applied was: a row
-    that cannot be read, or an entry that does not follow its session."""
-    try:
-        rows = conn.execute("SELECT jid, entry FROM journal ORDER BY jid").fetchall()
-    except sqlite3.DatabaseError:
-        return  # the integrity check reports it
-    for jid, text in rows:
-        try:
-            entry = journal.decode(jid, text)
-            why = f"it does not follow session {entry.session_id} as saved"
-        except CorruptSession:
-            why = "it cannot be read"
-        report.stuck.append(jid)
-        report.findings.append(Finding("checkpoint journal", f"entry {jid} cannot be applied "
-                                        f"({why}); a repair removes it, and what it held"))
 
 
 def _examine_index(conn: sqlite3.Connection, report: Report) -> None:
@@ -310,11 +285,6 @@ def repair_in_place(store: SqliteStore, report: Report) -> Repairs:
             return repairs
         repairs.done.append("Rebuilt the database's indexes (REINDEX); the integrity check "
                             "is ok again.")
-    if report.stuck:
-        with store.db.write(settled=False) as conn:
-            conn.executemany("DELETE FROM journal WHERE jid = ?", [(j,) for j in report.stuck])
-        repairs.done.append(f"Removed {len(report.stuck)} checkpoint journal entries that "
-                            "could not be applied (the messages they held are lost).")
     if report.index_stale:
         _rebuild_search_index(store)
         repairs.done.append("Rebuilt the search index from the transcripts.")
