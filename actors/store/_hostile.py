@@ -287,3 +287,13 @@ def unsendable(problems: list[str]) -> str:
     """The doctor's line for a context an endpoint would refuse."""
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return f"its context cannot be sent to an endpoint: {problems[0]}{more}"
+
+
+def context_problem(context: Sequence[Any], *, crashed: bool) -> str | None:
+    """Why an endpoint would refuse a saved ``context``, in the doctor's words; None when
+    it can be sent, or when (``crashed``: its run died) its only problem is the calls the
+    crash left open, which recovery answers on resume."""
+    problems = call_id_problems(context)
+    if not problems or (crashed and only_open_at_crash(context)):
+        return None
+    return unsendable(problems)

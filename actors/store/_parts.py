@@ -75,6 +75,13 @@ class Transactions(Protocol):
         """
         ...
 
+    def companion(self) -> Transactions | None:
+        """A database of its own on the same server and schema, for another part of the
+        harness to keep its tables beside the sessions (the workspace's objects: a big
+        snapshot then never holds the sessions' connection); None where that part keeps a
+        file of its own (SQLite). The caller closes it."""
+        ...
+
     def close(self) -> None:
         """Close the connection (idempotent)."""
         ...
@@ -169,3 +176,4 @@ class Backend:
     leases: Lease
     index: SearchIndex
     warnings: tuple[str, ...] = ()
+    read_only: bool = False  # the database can be read but not written here

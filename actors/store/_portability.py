@@ -9,11 +9,13 @@ the store; file errors become :class:`InvalidRecord` naming the file.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from actors.core.errors import InvalidRecord, StorageError, UsageError
-from actors.store._records import FORMAT_VERSION, ImportResult, read_record_file
+from actors.store._records import FORMAT_VERSION, ExportedRecord, SessionRecord, read_record_file
+from actors.store._results import ImportResult
 
 
 class Records(Protocol):
@@ -25,9 +27,9 @@ class Records(Protocol):
     @property
     def import_warnings(self) -> list[str]: ...
 
-    def load_session(self, session_id: str) -> dict[str, Any]: ...
+    def load_session(self, session_id: str) -> SessionRecord: ...
 
-    def import_record(self, record: dict[str, Any]) -> bool: ...
+    def import_record(self, record: Mapping[str, Any]) -> bool: ...
 
     def legacy_files(self) -> dict[str, tuple[int, int]]: ...
 
@@ -36,9 +38,10 @@ class Records(Protocol):
     ) -> None: ...
 
 
-def export_session(store: Records, session_id: str) -> dict[str, Any]:
+def export_session(store: Records, session_id: str) -> ExportedRecord:
     """The session's record as portable JSON data (``format_version`` first)."""
-    return {"format_version": FORMAT_VERSION, **store.load_session(session_id)}
+    return ExportedRecord(format_version=FORMAT_VERSION,
+                          **store.load_session(session_id))
 
 
 def import_paths(store: Records, *paths: str | os.PathLike[str]) -> list[ImportResult]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, NamedTuple
@@ -25,6 +25,8 @@ from actors.core.messages import Message, dumps_fast, shape_of
 from actors.core.previews import one_line
 from actors.store import _write_ahead
 from actors.store._parts import Conn
+from actors.store._records import SessionRecord
+from actors.store._results import Compaction, ListedSession
 
 _SESSION_COLUMNS = (
     "rid, id, created_at, updated_at, title, summary, archived, status, project_root, "
@@ -36,9 +38,7 @@ LISTED_COLUMNS = (
     "id", "title", "status", "created_at", "updated_at", "summary", "archived", "project_root",
     "parent_id", "title_source", "preview", "transcript_len", "user_messages", "fork_point",
 )
-LISTED_KEYS = tuple("messages" if c == "transcript_len" else c for c in LISTED_COLUMNS)
 LISTED = ", ".join(LISTED_COLUMNS)
-_COMPACTION_COLUMNS = ("at", "before_tokens", "after_tokens", "summary")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,19 +105,57 @@ def rid_of(conn: Conn, session_id: str) -> int:
 
 
 def session_row(conn: Conn, session_id: str) -> SessionRow:
-    """The session's row; :class:`SessionNotFound` when there is none."""
-    return SessionRow(*_session_columns(conn, _SESSION_COLUMNS, session_id))
+    """The session's row; :class:`SessionNotFound` when there is none. Its metadata text
+    as text whatever a damaged row holds (its counters and state are checked by the
+    reads that use them)."""
+    (rid, sid, created, updated, title, summary, archived, status, project, parent, state,
+     *counters) = _session_columns(conn, _SESSION_COLUMNS, session_id)
+    version, context_len, transcript_len, source, preview, typed, fork_point, branch = counters
+    return SessionRow(
+        rid, _text(sid), _text(created), _text(updated), _text(title), _text(summary),
+        archived, _text(status), _text(project), None if parent is None else _text(parent),
+        state, version, context_len, transcript_len, _text(source), _text(preview),
+        _count(typed), _number(fork_point), branch,
+    )
 
 
 def exists(conn: Conn, session_id: str) -> bool:
     return conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
 
 
-def listed(row: Sequence[Any]) -> dict[str, Any]:
-    """A listing entry from the :data:`LISTED` columns of a row."""
-    item = dict(zip(LISTED_KEYS, row, strict=True))
-    item["archived"] = bool(item["archived"])
-    return item
+def _text(value: Any) -> str:
+    """A text column as text, whatever a damaged row holds there (bytes, a number, NULL)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _count(value: Any) -> int:
+    """A counter column as a count (0 for what a damaged row holds there)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _number(value: Any) -> int | None:
+    """A message number column (None for what a damaged row holds there)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+        else None
+
+
+def listed(row: Sequence[Any]) -> ListedSession:
+    """A listing entry from the :data:`LISTED` columns of a row. A damaged row's values are
+    shown as text and counts (a blob as its text, a wrong type as nothing), so one session's
+    damage never stops a listing of the others (``--doctor`` names it)."""
+    (sid, title, status, created, updated, summary, archived, project, parent, source,
+     preview, transcript_len, typed, fork_point) = row
+    return ListedSession(
+        id=_text(sid), title=_text(title), status=_text(status), created_at=_text(created),
+        updated_at=_text(updated), summary=_text(summary), archived=bool(archived),
+        project_root=_text(project), parent_id=None if parent is None else _text(parent),
+        title_source=_text(source), preview=_text(preview), messages=_count(transcript_len),
+        user_messages=_count(typed), fork_point=_number(fork_point),
+    )
 
 
 def json_loader(session_id: str, damage_hint: str) -> Callable[[str, str], Any]:
@@ -297,21 +335,20 @@ def insert_context(conn: Conn, rid: int, texts: Sequence[str], mids: dict[str, i
         )
 
 
-def compactions(conn: Conn, rid: int) -> list[dict[str, Any]]:
+def compactions(conn: Conn, rid: int) -> list[Compaction]:
     """Session ``rid``'s compaction events, oldest first."""
     return [
-        dict(zip(_COMPACTION_COLUMNS, r, strict=True))
-        for r in conn.execute(
-            f"SELECT {', '.join(_COMPACTION_COLUMNS)} FROM compactions "
+        Compaction(at=_text(at), before_tokens=_count(before), after_tokens=_count(after),
+                   summary=_text(summary))
+        for at, before, after, summary in conn.execute(
+            "SELECT at, before_tokens, after_tokens, summary FROM compactions "
             "WHERE session_rid = ? ORDER BY n",
             (rid,),
         )
     ]
 
 
-def insert_compactions(
-    conn: Conn, rid: int, first: int, events: Sequence[dict[str, Any]]
-) -> None:
+def insert_compactions(conn: Conn, rid: int, first: int, events: Sequence[Compaction]) -> None:
     """Record compaction events ``first``, ``first + 1``, … of session ``rid``."""
     if events:
         conn.executemany(
@@ -358,3 +395,182 @@ def session_texts(conn: Conn, rid: int) -> tuple[str, list[str]]:
     compactions' summaries."""
     (summary,) = conn.execute("SELECT summary FROM sessions WHERE rid = ?", (rid,)).fetchone()
     return str(summary), [str(c["summary"]) for c in compactions(conn, rid)]
+
+
+# -- reads ---------------------------------------------------------------------------------
+
+
+def transcript_entries(conn: Conn, rid: int) -> Iterable[tuple[int, int, str]]:
+    """``(mid, seq, body)`` of session ``rid``'s transcript, in order."""
+    return conn.execute(
+        "SELECT mid, seq, body FROM transcript WHERE session_rid = ? ORDER BY seq", (rid,))
+
+
+def context_entries(conn: Conn, rid: int) -> Iterable[tuple[int, int | None, str | None]]:
+    """``(pos, mid, body)`` of session ``rid``'s context rows, in order (a row points at its
+    transcript message by ``mid``, or holds a message of its own in ``body``)."""
+    return conn.execute(
+        "SELECT pos, mid, body FROM context WHERE session_rid = ? ORDER BY pos", (rid,))
+
+
+def recent_context(conn: Conn, rid: int, count: int) -> list[tuple[int, int | None, str]]:
+    """``(pos, seq, body)`` of the last ``count`` messages of session ``rid``'s context, in
+    order (``seq`` None for a message the context alone holds). Reads only those rows."""
+    rows = conn.execute(
+        "SELECT c.pos, t.seq, coalesce(c.body, t.body) FROM context c "
+        "LEFT JOIN transcript t ON t.mid = c.mid WHERE c.session_rid = ? "
+        "ORDER BY c.pos DESC LIMIT ?",
+        (rid, count),
+    ).fetchall()
+    return [(pos, seq, body) for pos, seq, body in reversed(rows)]
+
+
+def listing(conn: Conn, *, include_archived: bool, project_root: str | None,
+            include_empty: bool, limit: int | None) -> list[ListedSession]:
+    """Sessions, most recently updated first (see ``SessionReader.list_sessions``): one
+    indexed query, no message read."""
+    where = []
+    args: list[Any] = []
+    if not include_archived:
+        where.append("archived = 0")
+    if project_root is not None:
+        where.append("project_root = ?")
+        args.append(project_root)
+    if not include_empty:
+        where.append("user_messages > 0")
+    sql = f"SELECT {LISTED} FROM sessions"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY updated_at DESC"
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    return [listed(r) for r in conn.execute(sql, args).fetchall()]
+
+
+def ids_starting(conn: Conn, prefix: str, *, any_case: bool) -> list[tuple[str, str]]:
+    """``(id, title)`` of the sessions whose id starts with ``prefix`` (``any_case``: case
+    ignored), most recently updated first."""
+    where = "lower(substr(id, 1, ?)) = ?" if any_case else "substr(id, 1, ?) = ?"
+    return [
+        (_text(sid), _text(title))
+        for sid, title in conn.execute(
+            f"SELECT id, title FROM sessions WHERE {where} ORDER BY updated_at DESC",
+            (len(prefix), prefix.lower() if any_case else prefix),
+        ).fetchall()
+    ]
+
+
+def abandoned(conn: Conn) -> list[str]:
+    """Ids of the sessions of runs that died before the user typed anything (status
+    ``active``, no user message)."""
+    return [
+        _text(sid) for (sid,) in conn.execute(
+            "SELECT id FROM sessions WHERE user_messages = 0 AND status = 'active'")
+    ]
+
+
+# -- whole sessions ------------------------------------------------------------------------
+
+
+def insert_session(conn: Conn, session_id: str, now: str, *, title: str, status: str,
+                   project_root: str, parent_id: str | None) -> int:
+    """A new, empty session's row (a user's title when ``title`` is given); its rid."""
+    conn.execute(
+        "INSERT INTO sessions (id, created_at, updated_at, title, status, project_root,"
+        " parent_id, title_source) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (session_id, now, now, title, status, project_root, parent_id,
+         "user" if title else ""),
+    )
+    return rid_of(conn, session_id)
+
+
+def insert_record(conn: Conn, record: SessionRecord, *, typed: int, preview: str) -> int:
+    """The session row of an imported ``record`` (its own timestamps and counters); its
+    rid. ``typed``: how many messages of its transcript the user typed."""
+    conn.execute(
+        "INSERT INTO sessions (id, created_at, updated_at, title, summary, archived,"
+        " status, project_root, parent_id, state, context_len, transcript_len,"
+        " title_source, preview, user_messages, fork_point)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            record["id"], record["created_at"], record["updated_at"], record["title"],
+            record["summary"], int(record["archived"]),
+            "saved" if record["status"] == "active" else record["status"],
+            record["project_root"], record["parent_id"], dump_state(record["state"]),
+            len(record["messages"]), len(record["transcript"]), record["title_source"],
+            preview, typed, record["fork_point"],
+        ),
+    )
+    return rid_of(conn, record["id"])
+
+
+def update_session(conn: Conn, rid: int, values: dict[str, Any], now: str) -> None:
+    """Set the metadata columns ``values`` of session ``rid``, and ``updated_at``."""
+    assignments = "".join(f"{column} = ?, " for column in values)
+    conn.execute(f"UPDATE sessions SET {assignments}updated_at = ? WHERE rid = ?",
+                 (*values.values(), now, rid))
+
+
+def set_model_title(conn: Conn, rid: int, title: str) -> None:
+    """A title the model proposed (``updated_at`` stays: nobody changed the session)."""
+    conn.execute("UPDATE sessions SET title = ?, title_source = 'model' WHERE rid = ?",
+                 (title, rid))
+
+
+def delete_session(conn: Conn, rid: int) -> None:
+    """Every row of session ``rid`` (the search index's are the index's to remove)."""
+    for table in ("transcript", "context", "compactions", "tool_calls"):
+        conn.execute(f"DELETE FROM {table} WHERE session_rid = ?", (rid,))
+    conn.execute("DELETE FROM sessions WHERE rid = ?", (rid,))
+
+
+def replace_context_rows(conn: Conn, rid: int, texts: Sequence[str], mids: dict[str, int]
+                         ) -> None:
+    """The context of session ``rid`` replaced by ``texts`` (see :func:`insert_context`)."""
+    conn.execute("DELETE FROM context WHERE session_rid = ?", (rid,))
+    insert_context(conn, rid, texts, mids)
+
+
+def after_replace(conn: Conn, rid: int, context_len: int, transcript_len: int, now: str
+                  ) -> None:
+    """Session ``rid``'s row once its context was replaced: its counters, a new context
+    version (every cache of it is stale) and ``updated_at``."""
+    conn.execute(
+        "UPDATE sessions SET context_len = ?, transcript_len = ?,"
+        " context_version = context_version + 1, updated_at = ? WHERE rid = ?",
+        (context_len, transcript_len, now, rid),
+    )
+
+
+def after_rewind(conn: Conn, rid: int, context_len: int, follows: int, preview: str,
+                 now: str) -> None:
+    """Session ``rid``'s row once its context moved back: its length, a new context version,
+    the transcript message the next one follows (``branch_seq``), the preview."""
+    conn.execute(
+        "UPDATE sessions SET context_len = ?, context_version = context_version + 1,"
+        " branch_seq = ?, preview = ?, updated_at = ? WHERE rid = ?",
+        (context_len, follows, preview, now, rid),
+    )
+
+
+# -- the older JSON layout's files ---------------------------------------------------------
+
+
+def legacy_files(conn: Conn) -> dict[str, tuple[int, int]]:
+    """Older JSON records already looked at: file name -> ``(size, mtime_ns)``."""
+    return {
+        _text(name): (size, mtime)
+        for name, size, mtime in conn.execute("SELECT name, size, mtime_ns FROM legacy_files")
+    }
+
+
+def note_legacy_file(conn: Conn, name: str, size: int, mtime_ns: int, session_id: str | None,
+                     error: str | None) -> None:
+    """Remember that an older JSON record was imported (or why it could not be)."""
+    conn.execute(
+        "INSERT INTO legacy_files (name, size, mtime_ns, session_id, error)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
+        " size = excluded.size, mtime_ns = excluded.mtime_ns,"
+        " session_id = excluded.session_id, error = excluded.error",
+        (name, size, mtime_ns, session_id, error),
+    )

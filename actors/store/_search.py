@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from actors.store._parts import Conn, SearchIndex
+from actors.store._results import FoundSession
 from actors.store._rows import LISTED, listed
 
 SNIPPET_RADIUS = 60
@@ -67,7 +67,7 @@ def search(
     include_archived: bool,
     limit: int,
     project_root: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[FoundSession]:
     """The best ``limit`` sessions matching ``query`` (listing entries with a ``snippet``,
     and ``message``: the number of the message it was cut from, None for the title or
     summary), only those of ``project_root`` when given.
@@ -121,9 +121,9 @@ def search(
     ).fetchall()) if hit_mids else {}
     results = []
     for rid in ranked:
-        item = items[rid]
         _, kind, key = shown[rid]
-        item["snippet"] = snippet(texts[kind].get(key, ""), terms)
-        item["message"] = numbers.get(key) if kind == "message" else None
-        results.append(item)
+        results.append(FoundSession(
+            **items[rid], snippet=snippet(texts[kind].get(key, ""), terms),
+            message=numbers.get(key) if kind == "message" else None,
+        ))
     return results

@@ -62,6 +62,11 @@ class PgDatabase:
     def location(self) -> str:
         return f"{self.where} (schema {self.namespace})"
 
+    def companion(self) -> PgDatabase:
+        """A connection of its own to this database and schema (same lease keeper)."""
+        return PgDatabase(self.url, self.where, PgConn(connect(self.url, self.where)),
+                          self.namespace, self.keeper)
+
     def close(self) -> None:
         with self.lock:
             if not self._closed:

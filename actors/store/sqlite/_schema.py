@@ -178,6 +178,28 @@ _MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], list[str]]] = {
 }
 
 
+OLDEST_READABLE = 7  # schema 8 only added the journal, which a reader does without
+
+
+def check_readable(conn: sqlite3.Connection) -> None:
+    """Raise :class:`StorageError` unless this version can read the database as it is,
+    without migrating it (a read-only store): schema :data:`OLDEST_READABLE` or newer, and
+    not newer than :data:`SCHEMA_VERSION`."""
+    from actors.core.errors import StorageError
+
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise StorageError(
+            f"The session store was written by a newer agent-harness (schema {version}); "
+            "upgrade agent-harness to open it."
+        )
+    if version < OLDEST_READABLE:
+        raise StorageError(
+            f"The session store is read-only and was written by an older agent-harness "
+            f"(schema {version}); open it once where it can be written to upgrade it."
+        )
+
+
 def migrate(conn: sqlite3.Connection) -> list[str]:
     """Bring the database to :data:`SCHEMA_VERSION`; safe to run on every open, by many
     processes at once (the version is read and raised inside one write transaction). What a
