@@ -301,6 +301,9 @@ def open_store(settings: Settings) -> Store:
     store = open_backend(settings.memory_dir, settings.store_url)
     for warning in store.import_warnings:
         print(f"harness: {warning}", file=sys.stderr)
+    if store.read_only:
+        print(f"harness: the session store is read-only ({store.location}): sessions can be "
+              "listed, searched, shown and exported, not changed.", file=sys.stderr)
     return store
 
 
@@ -511,7 +514,7 @@ def _main(argv: Sequence[str] | None) -> int:
         lazy_store = LazyStore(partial(open_store, settings))
         try:
             if not _store_after_the_prompt(args, settings):
-                store = lazy_store.get()  # before anything runs: its failure is said first
+                store = lazy_store.writable()  # before anything runs: its failure is said first
                 resolve_ids(args, store)
                 if any(getattr(args, c) not in (None, False) for c in _SESSION_COMMANDS):
                     startup.resume()  # the command's own work is not the start's

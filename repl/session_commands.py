@@ -22,14 +22,13 @@ from actors.core.previews import one_line
 from actors.store import (
     SessionInfo,
     Store,
+    context_problem,
     export_session,
     import_paths,
     is_sqlite_url,
     open_store,
     to_markdown,
 )
-from actors.store._hostile import call_id_problems, only_open_at_crash
-from actors.store._hostile import unsendable as describe_unsendable
 from repl import listing
 from repl.exchanges import exchange_lines
 
@@ -292,9 +291,9 @@ def doctor_shared(memory_dir: Path, url: str, *, repair: bool, out: TextIO = sys
             if item["id"] in running:
                 continue
             context = store.load_context(item["id"], repaired=False)
-            problems = call_id_problems(context)
-            if problems and not (item["id"] in unclean and only_open_at_crash(context)):
-                unsendable.append(f"  {item['id']}: {describe_unsendable(problems)}")
+            problem = context_problem(context, crashed=item["id"] in unclean)
+            if problem is not None:
+                unsendable.append(f"  {item['id']}: {problem}")
         lines = [
             f"Store:        {store.location}",
             "Connection:   ok (schema up to date)",

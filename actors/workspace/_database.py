@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Protocol
 
 from actors.core.errors import StorageError
-from actors.store._parts import Conn
+from actors.store import Conn
 
 WAL_LIMIT = 1024 * 1024  # the log is cut back to this after a checkpoint (a big snapshot
 # would otherwise leave it at its largest)

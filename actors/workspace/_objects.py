@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors.core.errors import StorageError
-from actors.store._parts import Conn
+from actors.store import Conn
 from actors.workspace._database import Database
 from actors.workspace._marks import SCHEMA as MARKS_SCHEMA
 from actors.workspace._marks import Marks

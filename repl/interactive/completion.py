@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,8 @@ class HarnessCompleter(Completer):
     the directory whose files complete after ``@``.
     """
 
-    def __init__(self, sessions: Callable[[], list[dict[str, Any]]], sandbox: Path) -> None:
+    def __init__(self, sessions: Callable[[], Sequence[Mapping[str, Any]]], sandbox: Path
+                 ) -> None:
         self._sessions = sessions
         self._sandbox = sandbox
 

@@ -24,7 +24,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, TextIO, cast
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.formatted_text import FormattedText
@@ -39,6 +39,7 @@ from repl.interactive.sanitize import sanitize
 from repl.interactive.view import SessionView
 
 if TYPE_CHECKING:
+    from actors.store import ListedSession
     from repl.lazy_store import LazyStore
 
 HISTORY_FILE = "history"
@@ -74,11 +75,11 @@ def above_the_prompt() -> Iterator[None]:
             sys.stdout, sys.stderr = stdout, stderr
 
 
-def _listed(lazy_store: LazyStore) -> list[dict[str, Any]]:
+def _listed(lazy_store: LazyStore) -> list[ListedSession]:
     """The sessions whose ids complete (in a worker thread: a store not open yet is opened
     here; one that cannot open offers none, and the run ends with its error)."""
     try:
-        return lazy_store.get().list_sessions(include_empty=False)
+        return lazy_store.reader().list_sessions(include_empty=False)
     except HarnessError:
         return []
 

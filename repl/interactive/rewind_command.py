@@ -26,6 +26,7 @@ from repl.interactive import rewind_files as files_ui
 from repl.interactive.chooser import Chooser, Row
 from repl.interactive.command_context import CommandContext, Reply, SwitchSession
 from repl.interactive.picker import SessionPicker
+from repl.session_edits import RunEdits
 
 PREVIEW_CHARS = 900
 
@@ -102,7 +103,7 @@ async def resume(ctx: CommandContext, argument: str) -> Reply:
         if target == ctx.view.session_id:
             return Reply("That is this session.")
         raise SwitchSession(target)
-    picked = await SessionPicker(ctx.store, ctx.project_root or None,
+    picked = await SessionPicker(ctx.store, RunEdits(ctx.sup), ctx.project_root or None,
                                  current=ctx.view.session_id).run_async()
     if picked is None:
         return Reply("Staying in this session.")
