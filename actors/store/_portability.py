@@ -38,6 +38,15 @@ class Records(Protocol):
     ) -> None: ...
 
 
+# What storing a checked record could still raise on a value the checks let through (a
+# database's own limits): reported for its file, never a traceback for another command.
+_UNCHECKED = (ValueError, TypeError, OverflowError)
+
+
+def _unstorable(exc: Exception) -> str:
+    return f"cannot be stored ({type(exc).__name__}: {exc})"
+
+
 def export_session(store: Records, session_id: str) -> ExportedRecord:
     """The session's record as portable JSON data (``format_version`` first)."""
     return ExportedRecord(format_version=FORMAT_VERSION,
@@ -69,6 +78,8 @@ def import_paths(store: Records, *paths: str | os.PathLike[str]) -> list[ImportR
                 results.append(ImportResult(str(file), record["id"], skipped=skipped))
             except (InvalidRecord, StorageError, UsageError) as exc:
                 results.append(ImportResult(str(file), error=str(exc)))
+            except _UNCHECKED as exc:  # a value the checks let through: the next file
+                results.append(ImportResult(str(file), error=f"{file}: {_unstorable(exc)}"))
     return results
 
 
@@ -103,6 +114,9 @@ def import_legacy_dir(store: Records) -> None:
             session_id = record["id"]
         except InvalidRecord as exc:
             error = str(exc)
+            store.import_warnings.append(f"Skipped legacy session file {error}")
+        except _UNCHECKED as exc:  # never stops the command that opened the store
+            error = f"{entry.path}: {_unstorable(exc)}"
             store.import_warnings.append(f"Skipped legacy session file {error}")
         except UsageError:  # its lease is held: an older harness still runs it; next time
             continue

@@ -16,7 +16,14 @@ from typing import Any, TypedDict, cast
 from actors.core.errors import InvalidRecord
 from actors.core.ids import check_session_id
 from actors.core.messages import Message, text_of
-from actors.store._hostile import check_compactions, check_messages, check_values, decode_record
+from actors.store._hostile import (
+    check_compactions,
+    check_messages,
+    check_numbers,
+    check_state,
+    check_values,
+    decode_record,
+)
 from actors.store._results import Compaction
 
 FORMAT_VERSION = 1
@@ -83,6 +90,7 @@ def normalise_record(raw: Any, source: str) -> SessionRecord:
     except ValueError:
         raise InvalidRecord(f"{source}: missing or invalid 'id'") from None
     check_values(raw, source)
+    check_numbers(raw, source, FORMAT_VERSION)
     check_messages(raw.get("messages"), "messages", source)
     record = copy.deepcopy(raw)
     now = timestamp()
@@ -100,8 +108,7 @@ def normalise_record(raw: Any, source: str) -> SessionRecord:
     record.setdefault("state", {})
     record.setdefault("compactions", [])
     check_messages(record["transcript"], "transcript", source)
-    if not isinstance(record["state"], dict):
-        raise InvalidRecord(f"{source}: state must be an object")
+    check_state(record["state"], source)
     if not isinstance(record["compactions"], list):
         raise InvalidRecord(f"{source}: compactions must be a list")
     check_compactions(record["compactions"], source)
