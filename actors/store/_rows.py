@@ -143,6 +143,34 @@ def _number(value: Any) -> int | None:
         else None
 
 
+def _lenient(data: bytes) -> str:
+    """Text a damaged row holds that is not UTF-8, with replacement characters."""
+    return data.decode("utf-8", "replace")
+
+
+def fetch_all(conn: Conn, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+    """Every row of a query over many sessions' rows (a listing, search's results). Text a
+    damaged row holds that is not UTF-8 (SQLite stores what it is given) is read with
+    replacement characters, so one session's damage never stops a listing of the others;
+    that session's own reads report it (:class:`CorruptSession`). Costs nothing more when
+    every row is whole: the lenient decoding is a second try."""
+    try:
+        return conn.execute(sql, args).fetchall()
+    except sqlite3.OperationalError as exc:
+        if not isinstance(conn, sqlite3.Connection) or not is_undecodable(exc):
+            raise
+    conn.text_factory = _lenient
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.text_factory = str
+
+
+def is_undecodable(exc: BaseException) -> bool:
+    """Whether ``exc`` is sqlite3 refusing to read text that is not UTF-8."""
+    return isinstance(exc, sqlite3.OperationalError) and "decode to UTF-8" in str(exc)
+
+
 def listed(row: Sequence[Any]) -> ListedSession:
     """A listing entry from the :data:`LISTED` columns of a row. A damaged row's values are
     shown as text and counts (a blob as its text, a wrong type as nothing), so one session's
@@ -444,7 +472,7 @@ def listing(conn: Conn, *, include_archived: bool, project_root: str | None,
     sql += " ORDER BY updated_at DESC"
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
-    return [listed(r) for r in conn.execute(sql, args).fetchall()]
+    return [listed(r) for r in fetch_all(conn, sql, args)]
 
 
 def ids_starting(conn: Conn, prefix: str, *, any_case: bool) -> list[tuple[str, str]]:
@@ -453,10 +481,10 @@ def ids_starting(conn: Conn, prefix: str, *, any_case: bool) -> list[tuple[str, 
     where = "lower(substr(id, 1, ?)) = ?" if any_case else "substr(id, 1, ?) = ?"
     return [
         (_text(sid), _text(title))
-        for sid, title in conn.execute(
-            f"SELECT id, title FROM sessions WHERE {where} ORDER BY updated_at DESC",
+        for sid, title in fetch_all(
+            conn, f"SELECT id, title FROM sessions WHERE {where} ORDER BY updated_at DESC",
             (len(prefix), prefix.lower() if any_case else prefix),
-        ).fetchall()
+        )
     ]
 
 
@@ -464,8 +492,8 @@ def abandoned(conn: Conn) -> list[str]:
     """Ids of the sessions of runs that died before the user typed anything (status
     ``active``, no user message)."""
     return [
-        _text(sid) for (sid,) in conn.execute(
-            "SELECT id FROM sessions WHERE user_messages = 0 AND status = 'active'")
+        _text(sid) for (sid,) in fetch_all(
+            conn, "SELECT id FROM sessions WHERE user_messages = 0 AND status = 'active'")
     ]
 
 
@@ -560,7 +588,7 @@ def legacy_files(conn: Conn) -> dict[str, tuple[int, int]]:
     """Older JSON records already looked at: file name -> ``(size, mtime_ns)``."""
     return {
         _text(name): (size, mtime)
-        for name, size, mtime in conn.execute("SELECT name, size, mtime_ns FROM legacy_files")
+        for name, size, mtime in fetch_all(conn, "SELECT name, size, mtime_ns FROM legacy_files")
     }
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from actors.store._parts import Conn, SearchIndex
 from actors.store._results import FoundSession
-from actors.store._rows import LISTED, listed
+from actors.store._rows import LISTED, fetch_all, listed
 
 SNIPPET_RADIUS = 60
 SESSION_TEXT_BONUS = 3.0
@@ -92,10 +92,10 @@ def search(
     among, params = index.rid_among(list(scores))
     recency = {
         rid: updated
-        for rid, updated, archived, project in conn.execute(
-            f"SELECT rid, updated_at, archived, project_root FROM sessions WHERE rid {among}",
+        for rid, updated, archived, project in fetch_all(
+            conn, f"SELECT rid, updated_at, archived, project_root FROM sessions WHERE rid {among}",
             params,
-        ).fetchall()
+        )
         if (include_archived or not archived)
         and (project_root is None or project == project_root)
     }
@@ -105,7 +105,8 @@ def search(
         return []
     items = {
         row[0]: listed(row[1:])
-        for row in conn.execute(
+        for row in fetch_all(
+            conn,
             f"SELECT rid, {LISTED} FROM sessions WHERE rid IN ({','.join('?' * len(ranked))})",
             ranked,
         )

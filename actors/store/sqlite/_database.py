@@ -26,6 +26,7 @@ from pathlib import Path
 from actors.core.errors import CorruptSession, HarnessError, StorageError
 from actors.store._parts import Conn
 from actors.store._records import timestamp
+from actors.store._rows import is_undecodable
 from actors.store.sqlite._schema import check_readable, migrate
 from actors.store.sqlite._users import StoreUsers
 from actors.store.sqlite._wal_watch import WalWatch
@@ -54,6 +55,8 @@ def translation(exc: BaseException, db_path: Path,
     may well be readable); None for any other exception (it goes on as it is)."""
     if isinstance(exc, sqlite3.Error):
         code = _primary_code(exc)
+        if session_id is not None and is_undecodable(exc):  # text that is not UTF-8
+            return CorruptSession(session_id, f"{exc}; {DOCTOR_HINT}")
         if code in (11, 26):  # SQLITE_CORRUPT, SQLITE_NOTADB
             if session_id is not None:
                 return CorruptSession(session_id, f"{exc}; {DOCTOR_HINT}")

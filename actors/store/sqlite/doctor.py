@@ -48,6 +48,7 @@ from actors.store._hostile import (
     unsendable,
 )
 from actors.store._records import timestamp
+from actors.store._rows import fetch_all, is_undecodable
 from actors.store._text import indexed_text, session_text
 from actors.store.sqlite._database import DB_NAME, is_busy
 from actors.store.sqlite._lease import held_elsewhere
@@ -112,8 +113,29 @@ def _parse(body: Any, what: str, problems: list[str]) -> Message | None:
     return message
 
 
+_TEXT, _INT, _MAYBE_TEXT, _MAYBE_INT = (str,), (int,), (str, type(None)), (int, type(None))
+_COLUMN_TYPES: dict[str, tuple[type, ...]] = {
+    "id": _TEXT, "created_at": _TEXT, "updated_at": _TEXT, "title": _TEXT, "summary": _TEXT,
+    "archived": _INT, "status": _TEXT, "project_root": _TEXT, "parent_id": _MAYBE_TEXT,
+    "state": _TEXT, "context_version": _INT, "context_len": _INT, "transcript_len": _INT,
+    "title_source": _TEXT, "preview": _TEXT, "user_messages": _INT, "fork_point": _MAYBE_INT,
+    "branch_seq": _MAYBE_INT,
+}  # what each column of a session's row holds (SQLite keeps whatever it is given)
+
+
 def _read_session(conn: sqlite3.Connection, row: sqlite3.Row) -> _SessionRows:
     rows = _SessionRows(row["rid"], dict(row))
+    try:
+        conn.execute("SELECT * FROM sessions WHERE rid = ?", (row["rid"],)).fetchone()
+    except sqlite3.OperationalError as exc:
+        if not is_undecodable(exc):
+            raise
+        rows.problems.append("its metadata holds text that is not UTF-8")
+    wrong = [column for column, kinds in _COLUMN_TYPES.items()
+             if not isinstance(rows.meta.get(column), kinds)
+             or isinstance(rows.meta.get(column), bool)]
+    if wrong:
+        rows.problems.append(f"its row holds values of the wrong type ({', '.join(wrong)})")
     try:
         by_mid: dict[int, Message | None] = {}
         for mid, seq, body in conn.execute(
@@ -161,8 +183,8 @@ def examine(store: SqliteStore) -> Report:
             report.index_only = all(_INDEX_ONLY.search(line) for line in lines)
             report.findings.append(Finding("database", f"integrity check: {report.integrity}"))
         _examine_index(conn, report)
-        try:
-            sessions = conn.execute("SELECT * FROM sessions ORDER BY updated_at DESC").fetchall()
+        try:  # one session's text that is not UTF-8 is that session's finding (below)
+            sessions = fetch_all(conn, "SELECT * FROM sessions ORDER BY updated_at DESC")
         except sqlite3.DatabaseError as exc:
             report.findings.append(Finding("database", f"the session table is unreadable ({exc})"))
             sessions = []
@@ -193,6 +215,7 @@ def _examine_index(conn: sqlite3.Connection, report: Report) -> None:
             try:
                 needs_entry = bool(text_of(json.loads(body)))
             except (TypeError, ValueError, AttributeError):
+                indexed.discard(mid)  # a damaged message: its session's finding, not the index's
                 continue
             if needs_entry and mid not in indexed:
                 missing += 1
