@@ -2,10 +2,11 @@
 
 import sys
 
-from repl import startup
+from repl import secrecy, startup
 
 
 def main() -> int:
+    secrecy.hide_secrets()  # first: no process the harness starts reads them from it
     startup.pause()  # before the harness's own imports (repl/startup.py)
     from repl.cli import main as run
 

@@ -27,6 +27,7 @@ from actors.core.errors import HarnessError, UsageError
 from repl import startup
 from repl.lazy_store import LazyStore
 from repl.resume_target import PICK
+from repl.secrecy import refuse_secret_arguments
 
 if TYPE_CHECKING:
     from actors.store import Store
@@ -55,6 +56,8 @@ examples:
   harness --search "cache bug"            sessions containing every word
   harness --fork ID --at 12               a branch holding messages 1 to 12
   harness --export ID --format markdown   readable transcript, messages numbered
+  harness --import ~/.claude/projects     Claude Code's sessions (and ~/.codex/sessions,
+                                          ~/.gemini/tmp, exported files)
   harness --store postgresql://db/team --list-sessions   the team's shared sessions
 
 exit status: 0 answered (or the command worked); 1 the turn failed, was interrupted or
@@ -172,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="default: ask before edits and shell commands; acceptEdits: approve "
                      "edits inside the sandbox; dangerouslySkipPermissions: never ask")
     model = parser.add_argument_group("model endpoint")
-    model.add_argument("--base-url", default=default_base_url(),
+    model.add_argument("--base-url", default=None,
                        help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or "
                        "http://localhost:11434/v1); the key comes from $OPENAI_API_KEY")
     model.add_argument("--model", default=DEFAULT_MODEL, help="model name (default: gemma4)")
@@ -200,10 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
     storage.add_argument("--memory-dir", type=Path, default=None, metavar="DIR",
                          help="memory notes and saved sessions (default: "
                          "$AGENT_HARNESS_MEMORY_DIR or ~/.agent-harness/memory)")
-    storage.add_argument("--store", metavar="URL", default=default_store_url(),
+    storage.add_argument("--store", metavar="URL", default=None,
                          help="keep sessions in the PostgreSQL database postgresql://… to share "
                          "them between machines (default: $AGENT_HARNESS_STORE, else SQLite in "
-                         "the memory directory; 'sqlite' forces SQLite)")
+                         "the memory directory; 'sqlite' forces SQLite); its password goes in "
+                         "$AGENT_HARNESS_STORE's URL or ~/.pgpass, never on the command line")
     sessions = parser.add_argument_group("session commands (no model needed)")
     commands = sessions.add_mutually_exclusive_group()
     commands.add_argument("--list-sessions", action="store_true",
@@ -219,9 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_argument("--archive", metavar="ID", help="hide a session from listings")
     commands.add_argument("--unarchive", metavar="ID", help="bring an archived session back")
     commands.add_argument("--delete", metavar="ID", help="delete a session (needs --yes)")
-    commands.add_argument("--export", metavar="ID", help="print a session as JSON or markdown")
+    commands.add_argument("--export", metavar="ID",
+                          help="print a session as JSON, markdown or ATIF")
     commands.add_argument("--import", dest="import_paths", nargs="+", metavar="PATH",
-                          help="import exported or older JSON records (files or directories)")
+                          help="import sessions: exported records, Claude Code, Codex CLI and "
+                               "Gemini CLI sessions (files, or directories walked; recognised "
+                               "by content)")
     commands.add_argument("--rewind", metavar="ID",
                           help="bring a session's project files back to what they were at "
                           "user message --to N (with --files), or --undo the last rewind")
@@ -245,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--repair", action="store_true",
                           help="with --doctor: rebuild the search index and copy damaged "
                           "sessions into new ones (originals are never edited)")
-    sessions.add_argument("--format", choices=["json", "markdown"], default=None,
+    sessions.add_argument("--format", choices=["json", "markdown", "atif"], default=None,
                           help="with --export (default: json)")
     rewind = parser.add_argument_group("rewind (with --rewind ID)")
     rewind.add_argument("--to", type=_positive_int, metavar="N",
@@ -276,9 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(
         memory_dir=(args.memory_dir or default_memory_dir()).expanduser(),
-        store_url=args.store,
+        store_url=args.store if args.store is not None else default_store_url(),
         sandbox_dir=(args.sandbox_dir or Path.cwd()).expanduser().resolve(),
-        base_url=args.base_url,
+        base_url=args.base_url if args.base_url is not None else default_base_url(),
         model=args.model,
         mode=Mode(args.mode),
         llm_timeout=args.llm_timeout,
@@ -435,6 +442,7 @@ def _rewind(args: argparse.Namespace, store: Store) -> int:
 
 
 def _check_combinations(args: argparse.Namespace) -> None:
+    refuse_secret_arguments(args.store, args.base_url)
     command = next((c for c in _SESSION_COMMANDS if getattr(args, c) not in (None, False)), None)
     if args.resume is not None and not args.resume.strip():
         raise UsageError("--resume needs a session id (see --list-sessions), or nothing to "
@@ -452,6 +460,9 @@ def _check_combinations(args: argparse.Namespace) -> None:
                          "-p, use --output-format json).")
     if args.format is not None and command != "export":
         raise UsageError("--format goes with --export.")
+    if args.format == "atif" and args.rewind_what == "files":
+        raise UsageError("--export --files writes JSON or markdown (ATIF has no place for "
+                         "the files a tool call changed).")
     if args.include_archived and command not in ("list_sessions", "search"):
         raise UsageError("--include-archived goes with --list-sessions or --search.")
     if args.all_projects and command not in ("list_sessions", "search") \

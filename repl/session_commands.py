@@ -24,7 +24,6 @@ from actors.store import (
     Store,
     context_problem,
     export_session,
-    import_paths,
     is_sqlite_url,
     open_store,
     to_markdown,
@@ -102,6 +101,23 @@ def usage_line(state: dict[str, Any]) -> str:
     return line
 
 
+def origin_line(origin: dict[str, Any]) -> str:
+    """Where an imported session came from, on one line: the format, the file, the peer's
+    own id, version and model, its usage there, and what the import left out."""
+    parts = [f"{origin.get('label', origin.get('format', '?'))} {origin.get('path', '')}"]
+    facts = [f"session {origin['session_id']}" if origin.get("session_id") else ""]
+    facts += [f"version {origin['version']}" if origin.get("version") else "",
+              f"model {origin['model']}" if origin.get("model") else ""]
+    usage = origin.get("usage")
+    if isinstance(usage, dict) and usage:
+        facts.append(f"{usage.get('input', 0)} tokens in, {usage.get('output', 0)} out there")
+    notes = origin.get("notes")
+    if isinstance(notes, list):
+        facts += [str(n) for n in notes]
+    detail = "; ".join(f for f in facts if f)
+    return one_line(parts[0] + (f" ({detail})" if detail else ""), 600)
+
+
 def describe(
     info: SessionInfo, recent: Sequence[tuple[int | None, dict[str, Any]]] = ()
 ) -> list[str]:
@@ -132,6 +148,9 @@ def describe(
         )
     lines.append(compactions)
     lines.append(f"Usage:        {usage_line(info.state)}")
+    origin = info.state.get("origin")
+    if isinstance(origin, dict):
+        lines.append(f"Imported:     {origin_line(origin)}")
     if info.summary:
         lines.append(f"Summary:      {one_line(info.summary, 300)}")
     if recent:
@@ -194,6 +213,12 @@ def delete(store: Store, session_id: str, *, yes: bool, out: TextIO = sys.stdout
 def export(
     store: Store, session_id: str, *, fmt: str, out: TextIO = sys.stdout
 ) -> int:
+    if fmt == "atif":
+        from actors.store._atif import to_atif
+
+        json.dump(to_atif(store, session_id), out, ensure_ascii=False, indent=2)
+        out.write("\n")
+        return 0
     record = export_session(store, session_id)
     if fmt == "markdown":
         out.write(to_markdown(record))
@@ -206,16 +231,28 @@ def export(
 def import_(
     store: Store, paths: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
-    """Import files and directories; report each, status 2 if any could not be imported."""
+    """Import files and directories (the harness's records and other agents' sessions, told
+    apart by content: :mod:`actors.store.peers`); report each, status 2 if any could not be
+    imported."""
+    from actors.store.peers import import_sessions
+
+    walked = import_sessions(store, *paths)
     failed = 0
-    for result in import_paths(store, *paths):
+    for result in walked.results:
         if result.error:
             failed += 1
             print(f"Skipped {result.error}", file=err)
+        elif result.left_out:
+            print(f"Left out {result.source}: {result.left_out}", file=out)
         elif result.skipped:
             print(f"Already present: {result.session_id} ({result.source})", file=out)
         else:
-            print(f"Imported {result.session_id} ({result.source})", file=out)
+            what = "" if result.label == "session record" else (
+                f": {result.label}, {result.messages} messages"
+                + "".join(f"; {note}" for note in result.notes))
+            print(f"Imported {result.session_id} ({result.source}){what}", file=out)
+    if walked.passed_over:
+        print(f"Passed over {walked.passed_over} file(s) that are not sessions.", file=out)
     return 2 if failed else 0
 
 

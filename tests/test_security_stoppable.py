@@ -3,6 +3,7 @@ one-line file, a thread that will not stop on its own."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -270,3 +271,61 @@ def test_a_signal_stops_a_catastrophic_grep_in_print_mode(
                 harness.communicate(timeout=20)
     assert harness.returncode == 1 and "Traceback" not in err, err
     assert descendants_running_grep(harness.pid) == [] and grep_workers() == []
+
+
+def started_at(pid: int) -> tuple[str, int] | None:
+    """The state and start time of process ``pid`` (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(") ", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[19])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_catastrophic_grep_dies_with_a_harness_killed_with_9(
+    backend: str, tmp_path: Path
+) -> None:
+    """The worker was re-parented to init and matched on at 100% CPU for ever."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "evil.txt").write_text("a" * 100_000 + "b\n")  # a long line
+    env = {**os.environ, "AGENT_HARNESS_MEMORY_DIR": str(tmp_path / "memory"),
+           "PYTHONPATH": str(REPO), "AGENT_HARNESS_BACKEND": backend, "OPENAI_API_KEY": "x"}
+    script = [Reply(tool_calls=[ToolCall("grep", {"pattern": CATASTROPHIC})]), Reply("ok")]
+    with ScriptedServer(script) as server:
+        harness = subprocess.Popen(
+            [sys.executable, "-m", "repl", "-p", "search", "--base-url", server.base_url],
+            cwd=project, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True,
+        )
+        workers: dict[int, tuple[str, int] | None] = {}
+        try:
+            deadline = time.monotonic() + 20
+            while not workers:
+                assert time.monotonic() < deadline and harness.poll() is None, rest_of(harness)
+                workers = {pid: started_at(pid) for pid in descendants_running_grep(harness.pid)}
+                time.sleep(0.02)
+            time.sleep(0.2)  # matching now
+            harness.send_signal(signal.SIGKILL)
+            harness.wait(10)
+
+            def alive() -> list[int]:
+                return [pid for pid, was in workers.items()
+                        if (now := started_at(pid)) is not None and now[0] != "Z"
+                        and was is not None and now[1] == was[1]]
+
+            deadline = time.monotonic() + 3  # the promise: nothing of it alive within 3 s
+            while alive() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert alive() == []
+        finally:
+            if harness.poll() is None:
+                harness.kill()
+            harness.communicate(timeout=10)
+            for pid in workers:  # (before the fix: for ever at 100% CPU)
+                if started_at(pid) is not None:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)

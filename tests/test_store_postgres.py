@@ -268,7 +268,8 @@ def test_an_unreachable_server_is_one_clear_line(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens there once closed
     url = f"postgresql://someone:secret@127.0.0.1:{port}/team"
-    result = harness("--list-sessions", "--store", url, memory_dir=tmp_path / "memory")
+    result = harness("--list-sessions", memory_dir=tmp_path / "memory",
+                     env={"AGENT_HARNESS_STORE": url})  # a password: never on the command line
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert result.stderr.startswith(

@@ -35,3 +35,8 @@ def escape_attribute(value: str) -> str:
     return (
         value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
     )
+
+
+def wrap_result(name: str, text: str) -> str:
+    """Mark a tool's output as data; no data tag inside the output can end or open a block."""
+    return f'<tool_result name="{escape_attribute(name)}">\n{escape_data(text)}\n</tool_result>'

@@ -51,6 +51,9 @@ class WorkingContext:
     estimator: ContextEstimator = field(default_factory=ContextEstimator)
     saved_len: int = 0  # how many of ``messages`` the store holds
     overhead: int = 0  # tokens every request carries besides its messages (tool schemas)
+    # where an imported session came from (actors.store.peers): kept as it was, saved with
+    # every checkpoint so that no later state loses it
+    origin: dict[str, Any] | None = None
 
     @classmethod
     def restored(
@@ -68,17 +71,22 @@ class WorkingContext:
             pinned=[str(p) for p in state.get("pinned", [])],
             saved_len=len(messages),
             overhead=overhead,
+            origin=origin if isinstance(origin := state.get("origin"), dict) else None,
         )
 
     def state(self) -> dict[str, Any]:
-        """Planning, usage, pins and standing approvals: saved with every checkpoint."""
-        return {
+        """Planning, usage, pins, standing approvals and an imported session's origin: saved
+        with every checkpoint."""
+        state = {
             **self.planning.to_state(),
             "tool_calls": self.tool_calls,
             **self.usage.to_state(),
             "pinned": list(self.pinned),
             "approvals": list(self.approvals),
         }
+        if self.origin is not None:
+            state["origin"] = self.origin
+        return state
 
     def unsaved(self) -> tuple[int, list[Message]]:
         """How many messages the store holds, and those it does not hold yet (what the

@@ -37,7 +37,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actors.core.config import Mode
-from actors.core.data_tags import escape_attribute, escape_data
+from actors.core.data_tags import wrap_result
 from actors.core.errors import ActorCrashed, StorageError, ToolFailed
 from actors.core.events import (
     ApprovalRequest,
@@ -157,11 +157,6 @@ def cap_output(text: str, limit: int) -> str:
         "here ...]\n"
         + data[-tail:].decode("utf-8", errors="ignore")
     )
-
-
-def wrap_result(name: str, text: str) -> str:
-    """Mark a tool's output as data; no data tag inside the output can end or open a block."""
-    return f'<tool_result name="{escape_attribute(name)}">\n{escape_data(text)}\n</tool_result>'
 
 
 def _describe_call(name: str, args: dict[str, Any]) -> str:

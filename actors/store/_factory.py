@@ -3,7 +3,7 @@
 No URL (or ``sqlite``) is the embedded SQLite store in the memory directory; a
 ``postgresql://`` (or ``postgres://``) URL is the shared PostgreSQL store, imported only then
 (psycopg is an optional dependency). The CLI takes the URL from ``--store`` or
-``$AGENT_HARNESS_STORE``.
+``$AGENT_HARNESS_STORE``; its password never reaches a message (:mod:`actors.core.secrets`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from actors.core.errors import UsageError
+from actors.core.secrets import redact
 from actors.store._store import Store
 from actors.store.sqlite import SqliteStore
 
@@ -44,7 +45,8 @@ def open_store(
                 "pip install 'agent-harness[postgresql]'."
             ) from None
         return PostgresStore(url, memory_dir, import_legacy=import_legacy)
-    scheme = url.split("://", 1)[0] if "://" in url else url[:20]
+    shown = redact(url, url)  # a keyword/value string may hold password=…
+    scheme = shown.split("://", 1)[0] if "://" in shown else shown[:20]
     raise UsageError(
         f"Unknown session store {scheme!r}: give a postgresql://… URL, or leave --store out "
         "for SQLite in the memory directory."

@@ -1,12 +1,13 @@
 """The environment of the processes tools start: the harness's own, minus its secrets.
 
 run_bash commands (and the grep worker) do not need the model endpoint's key or the session
-store's address, and a command the model wrote should not be handed them: every variable
-named ``OPENAI_*`` (the API key, base URL, organisation and project) and ``AGENT_HARNESS_*``
-(the store URL, which may hold a PostgreSQL password, the memory directory, the backend) is
-left out. Everything else is passed on, because builds and tests need it (``PATH``, ``HOME``,
-proxies, the project's own variables, ``PG*`` for the project's databases). This hides the
-harness's secrets from casual use; it is not a sandbox (see docs/security.md).
+store's address, and a command the model wrote should not be handed them: every variable the
+one rule of :mod:`actors.core.secrets` names (``OPENAI_*``: the API key, base URL,
+organisation and project; ``AGENT_HARNESS_*``: the store URL, which may hold a PostgreSQL
+password, the memory directory, the backend) is left out. Everything else is passed on,
+because builds and tests need it (``PATH``, ``HOME``, proxies, the project's own variables,
+``PG*`` for the project's databases). What a child can still read of the harness is in
+docs/security.md; run_bash is not a sandbox.
 """
 
 from __future__ import annotations
@@ -14,11 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-SECRET_PREFIXES = ("OPENAI_", "AGENT_HARNESS_")
-
-
-def is_secret(name: str) -> bool:
-    return name.upper().startswith(SECRET_PREFIXES)
+from actors.core.secrets import is_secret
 
 
 def tool_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:

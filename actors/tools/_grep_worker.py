@@ -7,8 +7,16 @@ harness simply kills it. The child is started with ``python -I -S`` and imports 
 standard library, :mod:`actors.tools._sandbox` and :mod:`actors.core.errors` (see
 :data:`BOOT`), so it starts in a few tens of milliseconds.
 
-Protocol: one JSON request on stdin (see :func:`search`), one JSON answer on stdout:
-``{"text": ...}`` or ``{"error": ...}`` (a one-line message for the model).
+Protocol: one JSON request on stdin, one line (see :func:`search`), one JSON answer on
+stdout: ``{"text": ...}`` or ``{"error": ...}`` (a one-line message for the model).
+
+The worker dies with the harness, however the harness dies (kill -9 included): its stdin is
+its lifeline. After the request the harness writes nothing more and keeps the pipe open until
+it has the answer; the worker arms the pipe (``O_ASYNC``, owner itself), so when the pipe's
+last writer goes (the harness is done, cancelled or dead) the kernel sends the worker
+``SIGIO``, whose default action ends it, even in the middle of a match that holds the GIL
+(:func:`tie_to_the_harness`). No thread, no extra process; see docs/decisions.md for why not
+``PR_SET_PDEATHSIG`` or run_bash's guardian.
 
 What it reads is bounded: only regular files (FIFOs, devices and sockets are skipped, and a
 FIFO swapped in is opened non-blocking and refused), at most :data:`PIECE_BYTES` of a line at a
@@ -18,10 +26,12 @@ are skipped, and the search stops after ``max_matches`` matches.
 
 from __future__ import annotations
 
+import fcntl
 import fnmatch
 import json
 import os
 import re
+import signal
 import stat
 import sys
 
@@ -174,10 +184,27 @@ def _answer(found: _Search) -> str:
     return "\n".join([text, *notes])
 
 
+def tie_to_the_harness(lifeline: int = 0) -> None:
+    """End this process when the last writer of the pipe ``lifeline`` closes it (at once if
+    it already has): ``SIGIO`` on the pipe's hang-up, with its default action (terminate),
+    which needs no Python code to run. Nothing may be written to the pipe after this."""
+    signal.signal(signal.SIGIO, signal.SIG_DFL)  # an ignored SIGIO would be inherited
+    fcntl.fcntl(lifeline, fcntl.F_SETOWN, os.getpid())
+    flags = fcntl.fcntl(lifeline, fcntl.F_GETFL)
+    fcntl.fcntl(lifeline, fcntl.F_SETFL, flags | os.O_ASYNC | os.O_NONBLOCK)
+    try:
+        if not os.read(lifeline, 1):  # end-of-file: the harness went before the pipe was armed
+            os._exit(1)
+    except BlockingIOError:
+        pass  # the harness holds the pipe open: armed
+
+
 def main() -> None:
     """Answer one request from stdin on stdout (see the module doc)."""
     try:
-        request = json.loads(sys.stdin.read())
+        line = sys.stdin.buffer.readline()
+        tie_to_the_harness()
+        request = json.loads(line)
         answer = {"text": search(request)}
     except ToolFailed as exc:
         answer = {"error": str(exc)}

@@ -12,7 +12,8 @@ read_file, glob_files, write_file and edit_file run in a worker thread that a ca
 abandons (:mod:`._threads`); the thread stops at its next check, and every read is bounded
 (:data:`READ_CAP_BYTES` shown, a line read in bounded pieces, at most :data:`MAX_SCAN_BYTES`
 scanned). grep matches in a child process (:mod:`._grep_worker`) that is killed on
-cancellation, because a regular-expression match cannot be interrupted in a thread. Non-regular
+cancellation, because a regular-expression match cannot be interrupted in a thread, and that
+dies with the harness however the harness dies (its stdin is its lifeline). Non-regular
 files (FIFOs, devices, sockets) are never opened for reading.
 """
 
@@ -313,9 +314,11 @@ async def _run_worker(request: str) -> dict[str, Any]:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_collect, process.stdout, out, MAX_WORKER_OUTPUT)
             tg.start_soon(_collect, process.stderr, err, 64 * 1024)
+            # One line, then nothing: the worker's stdin stays open as its lifeline until it
+            # has answered (closing it, or dying, ends the worker; see _grep_worker).
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await process.stdin.send(request.encode("utf-8", errors="surrogateescape"))
-            await process.stdin.aclose()
+                await process.stdin.send(request.encode("utf-8", errors="surrogateescape")
+                                         + b"\n")
             code = await process.wait()
     finally:
         with anyio.move_on_after(KILL_WAIT_SECONDS, shield=True):

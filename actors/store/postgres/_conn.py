@@ -24,7 +24,8 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from actors.core.errors import CorruptSession, StorageError
+from actors.core.errors import CorruptSession, StorageError, UsageError
+from actors.core.secrets import redact
 
 # psycopg logs, at WARNING, errors it ignores while an error is already propagating (closing
 # a pipeline on a lost connection); those reach the user through :func:`translated`, once.
@@ -55,7 +56,11 @@ def display_url(url: str) -> str:
 def connect(url: str, where: str) -> psycopg.Connection[Any]:
     """An autocommit connection with the session settings above; :class:`StorageError` when
     the server cannot be reached (after at most :data:`CONNECT_TIMEOUT_S` seconds)."""
-    params = conninfo_to_dict(url)
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.Error as exc:  # libpq's message quotes the URL's parts, the password too
+        detail = " ".join(redact(str(exc), url).split())
+        raise UsageError(f"The session store URL is not valid: {detail}") from None
     extra: dict[str, Any] = {}
     if "connect_timeout" not in params:
         extra["connect_timeout"] = CONNECT_TIMEOUT_S
