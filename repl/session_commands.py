@@ -214,7 +214,7 @@ def export(
     store: Store, session_id: str, *, fmt: str, out: TextIO = sys.stdout
 ) -> int:
     if fmt == "atif":
-        from actors.store._atif import to_atif
+        from actors.store import to_atif
 
         json.dump(to_atif(store, session_id), out, ensure_ascii=False, indent=2)
         out.write("\n")

@@ -62,6 +62,7 @@ from actors.store._store import Store
 from actors.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
+    from actors.store._atif import to_atif
     from actors.store.postgres import PostgresStore
 
 SessionStore = SqliteStore  # the name scripts know
@@ -89,6 +90,7 @@ __all__ = [
     "is_sqlite_url",
     "open_store",
     "timestamp",
+    "to_atif",
     "to_markdown",
 ]
 
@@ -98,4 +100,8 @@ def __getattr__(name: str) -> Any:
         from actors.store.postgres import PostgresStore
 
         return PostgresStore
+    if name == "to_atif":  # the ATIF export, imported only when asked for
+        from actors.store._atif import to_atif
+
+        return to_atif
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
