@@ -158,3 +158,20 @@ def pending_index(store: Store) -> int:
             return int(conn.execute("SELECT count(*) FROM index_pending").fetchone()[0])
         return int(conn.execute("SELECT count(*) FROM transcript WHERE mid > "
                                 "(SELECT upto FROM index_state)").fetchone()[0])
+
+
+def without_tails(db_path: Path, version: int) -> None:
+    """Make the SQLite store at ``db_path`` (closed) one of an earlier ``version`` (8 or 9):
+    every context written as rows of its own, no ``tail_from`` (schema 10 added it), as an
+    earlier harness left it."""
+    import sqlite3
+
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        conn.execute("INSERT INTO context (session_rid, pos, mid) SELECT t.session_rid,"
+                     " s.context_len - s.transcript_len + t.seq, t.mid FROM transcript t"
+                     " JOIN sessions s ON s.rid = t.session_rid WHERE t.seq >= s.tail_from")
+        conn.execute("ALTER TABLE sessions DROP COLUMN tail_from")
+        conn.execute(f"PRAGMA user_version = {int(version)}")
+    finally:
+        conn.close()

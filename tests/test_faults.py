@@ -28,6 +28,7 @@ from actors.core.messages import pairing_problems
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
 from tests.clitools import REPO, harness
+from tests.stores import without_tails
 from tests.strict import unavailable
 
 NAMESPACE_READY_S = 10
@@ -244,6 +245,8 @@ def test_a_read_only_store_is_read_and_says_so_and_refuses_writes_in_one_line(
     reads(log_left=True)  # the writer still has the store open: its -wal and -shm are there
     store.close()
     reads(log_left=False)  # closed cleanly: the database file alone
+    without_tails(memory_dir / "sessions.sqlite3", 9)  # as an earlier harness left it:
+    reads(log_left=False)  # read as it is, the migration it awaits not made
     with ScriptedServer([Reply("never asked")]) as server:
         writes = [("--rename", one, "new title"), ("--delete", two, "--yes"), ("--fork", one),
                   ("--archive", one), ("-p", "hello", "--base-url", server.base_url),

@@ -1,7 +1,8 @@
 """Damage stays local: a damaged row affects only its session, which ``--doctor`` names;
 every other session reads and writes normally (a real SQLite file, damaged as a bad write
 or a hand edit leaves it: text that is not UTF-8, JSON that is not, values of the wrong
-type, a context pointing at a message that is gone)."""
+type, a context row pointing at a message that is gone, a message of the context's tail
+missing)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class Damaged:
     text: str  # title not UTF-8, a transcript row and the state not JSON
     types: str  # a blob title, a count that is text
     dangling: str  # a context row pointing at no message
+    gone: str  # a message of the context's tail gone from the transcript
 
 
 def _session(store: SessionStore, words: str) -> str:
@@ -39,8 +41,10 @@ def _session(store: SessionStore, words: str) -> str:
 def damaged(memory_dir: Path) -> Iterator[Damaged]:
     store = SessionStore(memory_dir)
     healthy = _session(store, "the healthy platypus")
-    text, types, dangling = (_session(store, f"{kind} platypus")
-                             for kind in ("text", "types", "dangling"))
+    text, types, dangling, gone = (_session(store, f"{kind} platypus")
+                                   for kind in ("text", "types", "dangling", "gone"))
+    with store.lease(dangling):  # its context written as rows of its own
+        store.replace_context(dangling, store.load_context(dangling))
     store.close()
     conn = sqlite3.connect(memory_dir / "sessions.sqlite3")
 
@@ -53,23 +57,25 @@ def damaged(memory_dir: Path) -> Iterator[Damaged]:
                  (rid(text),))
     conn.execute("UPDATE sessions SET title = X'0102', user_messages = 'many' WHERE rid = ?",
                  (rid(types),))
-    conn.execute("UPDATE context SET mid = 999999 WHERE session_rid = ? AND pos = 1",
-                 (rid(dangling),))
+    assert conn.execute("UPDATE context SET mid = 999999 WHERE session_rid = ? AND pos = 1",
+                        (rid(dangling),)).rowcount == 1
+    conn.execute("DELETE FROM transcript WHERE session_rid = ? AND seq = 0", (rid(gone),))
     conn.commit()
     conn.close()
-    yield Damaged(memory_dir, healthy, text, types, dangling)
+    yield Damaged(memory_dir, healthy, text, types, dangling, gone)
 
 
 def test_damaged_sessions_fail_alone_and_the_others_read_and_write(damaged: Damaged) -> None:
     store = SessionStore(damaged.memory_dir)
     listed = store.list_sessions()
     assert {s["id"] for s in listed} == {damaged.healthy, damaged.text, damaged.types,
-                                         damaged.dangling}
+                                         damaged.dangling, damaged.gone}
     assert all(isinstance(s["title"], str) and isinstance(s["user_messages"], int)
                for s in listed)
     assert store.resolve_id(damaged.healthy[:6]) == damaged.healthy
     for sid, read in ((damaged.text, store.info), (damaged.text, store.load_session),
-                      (damaged.dangling, store.load_session)):
+                      (damaged.dangling, store.load_session), (damaged.gone, store.load_session),
+                      (damaged.gone, store.recover)):
         with pytest.raises(CorruptSession, match=f"Session '{sid}' is damaged"):
             read(sid)
     # the healthy one: read, resumed, written, forked; a new session beside them
@@ -93,7 +99,7 @@ def test_the_commands_show_the_others_and_the_doctor_names_the_damaged(
 ) -> None:
     listed = harness("--list-sessions", "--all", "--json", memory_dir=damaged.memory_dir)
     assert listed.returncode == 0, listed.stderr
-    assert len(json.loads(listed.stdout)) == 4
+    assert len(json.loads(listed.stdout)) == 5
     found = harness("--search", "platypus", "--all", memory_dir=damaged.memory_dir)
     assert found.returncode == 0 and damaged.healthy in found.stdout
     info = harness("--info", damaged.text, memory_dir=damaged.memory_dir)
@@ -104,8 +110,8 @@ def test_the_commands_show_the_others_and_the_doctor_names_the_damaged(
     assert doctor.returncode == 1, doctor.stdout
     named = {line.split(":")[0].strip() for line in doctor.stdout.splitlines()
              if line.startswith("  ")}
-    assert {damaged.text, damaged.types, damaged.dangling} <= named
-    assert damaged.healthy not in named and "search index" not in named
+    assert {damaged.text, damaged.types, damaged.dangling, damaged.gone} <= named
+    assert damaged.healthy not in named
     project = damaged.memory_dir.parent / "project"  # the sessions' project
     project.mkdir()
     with ScriptedServer([Reply("Still here."), Reply("A fresh start.")]) as server:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.store import SessionStore
+from tests.stores import without_tails
 
 SYSTEM = {"role": "system", "content": "s"}
 
@@ -25,13 +26,13 @@ def _entry(session_id: str, counters: tuple[Any, ...], state: dict[str, Any] | N
 def _as_schema_8(path: Path, rows: list[tuple[str, str]]) -> None:
     """Make the store at ``path`` a schema-8 store with ``rows`` (session id, entry text)
     left in its journal, as a writer killed between its two commits left them."""
+    without_tails(path, 8)
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("CREATE TABLE journal (jid INTEGER PRIMARY KEY, session_rid INTEGER NOT NULL,"
                  " entry TEXT NOT NULL)")
     for session_id, text in rows:
         (rid,) = conn.execute("SELECT rid FROM sessions WHERE id = ?", (session_id,)).fetchone()
         conn.execute("INSERT INTO journal (session_rid, entry) VALUES (?, ?)", (rid, text))
-    conn.execute("PRAGMA user_version = 8")
     conn.close()
 
 
@@ -74,7 +75,7 @@ def test_a_journal_left_by_schema_8_is_applied_once_then_dropped(memory_dir: Pat
         upgraded.append(damaged, [{"role": "user", "content": "still fine"}], at=1)
     with upgraded.db.lock:
         conn = upgraded.db.connection
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 9
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 10
         assert conn.execute("SELECT name FROM sqlite_schema WHERE name = 'journal'"
                             ).fetchone() is None
     upgraded.close()

@@ -1,10 +1,11 @@
 """What an append writes: the one write path of a checkpoint (docs/storage.md, "What one
 checkpoint writes").
 
-New messages go after the saved ones in one durable transaction: their transcript rows,
-their context rows, the write-ahead records they change, and one ``UPDATE`` of the session
-row (its counters, ``updated_at``, the listing's metadata and, when given, the state). What
-it costs is what was appended: the statements are the same whatever the session's length.
+New messages go after the saved ones in one durable transaction: their transcript rows
+(which the context's tail takes in: :mod:`actors.store._rows`), the write-ahead records they
+change, and one ``UPDATE`` of the session row (its counters, ``updated_at``, the listing's
+metadata and, when given, the state). What it costs is what was appended: the statements are
+the same whatever the session's length.
 
 Functions over the connection of the caller's transaction; no I/O of their own.
 """
@@ -52,14 +53,15 @@ def write(
     at: str | None = None,
 ) -> None:
     """The rows of the messages ``plain`` (stored as ``texts``), appended after the
-    ``row.context_len`` saved messages, inside ``conn``'s transaction: the transcript,
-    context and write-ahead rows (marked for the search index), then one ``UPDATE`` of the
+    ``row.context_len`` saved messages, inside ``conn``'s transaction: the transcript rows
+    (the context's tail; marked for the search index) and the write-ahead records they
+    change, then one ``UPDATE`` of the
     session row (its counters, ``updated_at`` (``at``, else now), the state's stored JSON
     when given: written whether or not it changed, since the row is rewritten for the
     counters anyway)."""
     index.mark_pending(conn, _rows.insert_messages(
-        conn, row.rid, row.transcript_len, row.context_len, plain, texts,
-        planned_calls=planned_calls, follows=row.branch_seq,
+        conn, row.rid, row.transcript_len, plain, texts, planned_calls=planned_calls,
+        follows=row.branch_seq,
     ))
     said = typed(plain)
     title = None

@@ -27,6 +27,7 @@ from typing import Any
 from actors.core.errors import UsageError
 from actors.core.messages import Message, call_ids_of
 from actors.core.previews import own_user_text
+from actors.store import _rows
 from actors.store._parts import Conn
 from actors.store._results import UserMessage
 
@@ -122,13 +123,17 @@ def _settled_end(conn: Conn, rid: int, seq: int, transcript_len: int) -> int:
 
 
 def context_position(conn: Conn, rid: int, seq: int) -> int | None:
-    """Where transcript message ``seq`` is in the current working context (None: not there)."""
+    """Where transcript message ``seq`` is in the current working context (None: not there):
+    among its explicit rows, or in its tail."""
     row = conn.execute(
         "SELECT c.pos FROM context c JOIN transcript t ON t.mid = c.mid "
         "WHERE c.session_rid = ? AND t.session_rid = ? AND t.seq = ?",
         (rid, rid, seq),
     ).fetchone()
-    return None if row is None else int(row[0])
+    if row is not None:
+        return int(row[0])
+    explicit, tail_from, transcript_len = _rows.context_shape(conn, rid)
+    return explicit + seq - tail_from if tail_from <= seq < transcript_len else None
 
 
 def cut_at(conn: Conn, rid: int, transcript_len: int, number: int, *, settle: bool) -> Cut:
@@ -145,6 +150,9 @@ def cut_at(conn: Conn, rid: int, transcript_len: int, number: int, *, settle: bo
 
 def context_end(conn: Conn, rid: int) -> int | None:
     """The seq of the last transcript message in the working context (None: none is)."""
+    _, tail_from, transcript_len = _rows.context_shape(conn, rid)
+    if transcript_len > tail_from:  # the tail's last
+        return transcript_len - 1
     row = conn.execute(
         "SELECT t.seq FROM context c JOIN transcript t ON t.mid = c.mid "
         "WHERE c.session_rid = ? ORDER BY c.pos DESC LIMIT 1",
@@ -195,14 +203,19 @@ def copy_session_row(conn: Conn, rid: int, new_id: str, now: str, state: str, *,
 def copy_rows(conn: Conn, rid: int, new: int, cut: Cut) -> None:
     """The transcript of session ``rid`` up to ``cut`` copied into session ``new``, with its
     working context up to the cut (as it is, a compaction's summary and the compactions
-    included, where the cut is in it; else the branch, message by message)."""
+    included, where the cut is in it; else the branch, message by message). The copy's
+    transcript has the same seqs, so a cut in the context's tail keeps the tail as it is."""
     conn.execute(
         "INSERT INTO transcript (session_rid, seq, body, parent_seq, shape, tokens) "
         "SELECT ?, seq, body, parent_seq, shape, tokens FROM transcript"
         " WHERE session_rid = ? AND seq <= ? ORDER BY seq",
         (new, rid, cut.end_seq),
     )
+    tail_from = cut.end_seq + 1  # the copy's own transcript_len: no tail
     if cut.context_pos is not None:
+        explicit, parent_tail, _ = _rows.context_shape(conn, rid)
+        if cut.context_pos >= explicit:
+            tail_from = parent_tail
         conn.execute(
             "INSERT INTO context (session_rid, pos, mid, body) "
             "SELECT ?, c.pos, t2.mid, c.body FROM context c "
@@ -219,6 +232,7 @@ def copy_rows(conn: Conn, rid: int, new: int, cut: Cut) -> None:
         )
     else:
         context_from_branch(conn, new, cut.branch)
+    conn.execute("UPDATE sessions SET tail_from = ? WHERE rid = ?", (tail_from, new))
 
 
 def copy_call_records(conn: Conn, rid: int, new: int, calls: Sequence[str] | None) -> None:
@@ -240,7 +254,8 @@ def copy_call_records(conn: Conn, rid: int, new: int, calls: Sequence[str] | Non
 
 
 def context_from_branch(conn: Conn, rid: int, branch_seqs: Sequence[int]) -> None:
-    """Session ``rid``'s context made the transcript messages ``branch_seqs``, in order."""
+    """Session ``rid``'s context made the transcript messages ``branch_seqs``, in order
+    (all explicit)."""
     mids = dict(conn.execute(
         "SELECT seq, mid FROM transcript WHERE session_rid = ?", (rid,)).fetchall())
     conn.execute("DELETE FROM context WHERE session_rid = ?", (rid,))
@@ -248,11 +263,22 @@ def context_from_branch(conn: Conn, rid: int, branch_seqs: Sequence[int]) -> Non
         "INSERT INTO context (session_rid, pos, mid) VALUES (?, ?, ?)",
         [(rid, pos, mids[seq]) for pos, seq in enumerate(branch_seqs)],
     )
+    _rows.tail_restarted(conn, rid)
 
 
 def cut_context(conn: Conn, rid: int, last_pos: int) -> None:
-    """Session ``rid``'s context cut after position ``last_pos``."""
-    conn.execute("DELETE FROM context WHERE session_rid = ? AND pos > ?", (rid, last_pos))
+    """Session ``rid``'s context cut after position ``last_pos`` (all explicit: what it
+    keeps of the tail written as rows)."""
+    explicit, tail_from, _ = _rows.context_shape(conn, rid)
+    if last_pos < explicit:
+        conn.execute("DELETE FROM context WHERE session_rid = ? AND pos > ?", (rid, last_pos))
+    else:
+        conn.execute(
+            "INSERT INTO context (session_rid, pos, mid) SELECT ?, ? + seq - ?, mid"
+            " FROM transcript WHERE session_rid = ? AND seq >= ? AND seq <= ?",
+            (rid, explicit, tail_from, rid, tail_from, tail_from + last_pos - explicit),
+        )
+    _rows.tail_restarted(conn, rid)
 
 
 def set_copy_counters(conn: Conn, rid: int, context_len: int, *, user_messages: int | None,

@@ -44,8 +44,7 @@ class Importing(Branching):
             rid = _rows.insert_record(conn, checked, typed=len(typed), preview=one_line(latest))
             transcript = [to_plain(m) for m in checked["transcript"]]
             texts = [encode(m) for m in transcript]
-            mids = _rows.insert_messages(conn, rid, 0, None, transcript, texts,
-                                         planned_calls=False)
+            mids = _rows.insert_messages(conn, rid, 0, transcript, texts, planned_calls=False)
             shared.index.mark_pending(conn, mids)
             context = [encode(to_plain(m)) for m in checked["messages"]]
             _rows.insert_context(conn, rid, context, dict(zip(texts, mids, strict=True)))

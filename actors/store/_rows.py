@@ -2,9 +2,20 @@
 
 ``sessions`` (one row per session, with the counters that let a checkpoint append without
 reading what is stored), ``transcript`` (every message ever saved), ``context`` (the working
-context: positions pointing at transcript rows, or holding a message of their own),
-``compactions``, ``tool_calls`` (:mod:`actors.store._write_ahead`) and ``legacy_files``. The
-SQL is the dialect SQLite and PostgreSQL share, with ``?`` placeholders.
+context's explicit part: positions pointing at transcript rows, or holding a message of their
+own), ``compactions``, ``tool_calls`` (:mod:`actors.store._write_ahead`) and
+``legacy_files``. The SQL is the dialect SQLite and PostgreSQL share, with ``?`` placeholders.
+
+**The working context is its explicit rows, then a tail.** A session's context is the rows
+of ``context`` in position order, followed by every transcript message from
+``sessions.tail_from`` on, in order: what checkpoints appended since the context was last
+replaced, moved back or copied. So an append writes transcript rows only (one b-tree page
+and one statement less per checkpoint than a context row each); replacing the context (a
+compaction, a repair), moving it back (a rewind) or copying it (a fork) writes it explicitly
+and starts the tail at the end of the transcript again. Invariant: every transcript row from
+``tail_from`` on is in the context, after its explicit rows; the explicit part holds
+``context_len - (transcript_len - tail_from)`` rows. The functions below are the only
+readers and writers of that layout.
 
 Functions over the connection of the caller's transaction; statements are batched, so how
 many a write issues does not depend on how long the session is.
@@ -14,7 +25,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, NamedTuple
@@ -31,7 +42,7 @@ from actors.store._results import Compaction, ListedSession
 _SESSION_COLUMNS = (
     "rid, id, created_at, updated_at, title, summary, archived, status, project_root, "
     "parent_id, state, context_version, context_len, transcript_len, title_source, preview, "
-    "user_messages, fork_point, branch_seq"
+    "user_messages, fork_point, branch_seq, tail_from"
 )
 #: The columns of a listing entry, and the keys it has (``transcript_len`` as ``messages``).
 LISTED_COLUMNS = (
@@ -64,6 +75,7 @@ class SessionRow:
     user_messages: int  # messages the user typed (a session without any is not listed)
     fork_point: int | None  # the parent's message number this fork was cut after
     branch_seq: int | None  # after a rewind: the transcript seq the next message follows
+    tail_from: int  # the context continues with the transcript from this seq on
 
 
 class AppendRow(NamedTuple):
@@ -110,12 +122,13 @@ def session_row(conn: Conn, session_id: str) -> SessionRow:
     reads that use them)."""
     (rid, sid, created, updated, title, summary, archived, status, project, parent, state,
      *counters) = _session_columns(conn, _SESSION_COLUMNS, session_id)
-    version, context_len, transcript_len, source, preview, typed, fork_point, branch = counters
+    (version, context_len, transcript_len, source, preview, typed, fork_point, branch,
+     tail_from) = counters
     return SessionRow(
         rid, _text(sid), _text(created), _text(updated), _text(title), _text(summary),
         archived, _text(status), _text(project), None if parent is None else _text(parent),
         state, version, context_len, transcript_len, _text(source), _text(preview),
-        _count(typed), _number(fork_point), branch,
+        _count(typed), _number(fork_point), branch, tail_from,
     )
 
 
@@ -204,6 +217,29 @@ dump_state = dumps_fast((", ", ": "), sort_keys=True)
 """The stored form of a planning/usage state (sorted keys: equal states, equal text)."""
 
 
+_EXPLICIT = (
+    "SELECT coalesce(c.body, t.body), CASE WHEN c.body IS NULL THEN t.shape END,"
+    " CASE WHEN c.body IS NULL THEN t.tokens END, c.mid FROM context c "
+    "LEFT JOIN transcript t ON t.mid = c.mid WHERE c.session_rid = ? ORDER BY c.pos"
+)
+_TAIL = (
+    "SELECT body, shape, tokens, mid FROM transcript WHERE session_rid = ?"
+    " AND seq >= (SELECT tail_from FROM sessions WHERE rid = ?) ORDER BY seq"
+)
+
+
+def _context(conn: Conn, rid: int) -> Iterator[tuple[str | None, str | None, int | None,
+                                                       int | None]]:
+    """``(JSON, shape, tokens, mid)`` of each message of session ``rid``'s context in order:
+    the explicit rows (JSON None where a row points nowhere; shape and tokens None for a
+    message the context alone holds), then the tail. Plain tuples, row by row."""
+    for sql, args in ((_EXPLICIT, (rid,)), (_TAIL, (rid, rid))):
+        cursor = conn.execute(sql, args)
+        if isinstance(cursor, sqlite3.Cursor):  # plain tuples: a quarter of the read's time
+            cursor.row_factory = None
+        yield from cursor
+
+
 def context_rows(
     conn: Conn, rid: int
 ) -> tuple[list[str | None], list[str | None], list[int | None]]:
@@ -212,19 +248,10 @@ def context_rows(
     transcript row (None for a message the context alone holds, or one saved before they were
     kept). Read row by row into plain lists: tens of thousands of rows leave no object
     behind but their strings."""
-    cursor = conn.execute(
-        "SELECT coalesce(c.body, t.body), CASE WHEN c.body IS NULL THEN t.shape END,"
-        " CASE WHEN c.body IS NULL THEN t.tokens END FROM context c "
-        "LEFT JOIN transcript t ON t.mid = c.mid "
-        "WHERE c.session_rid = ? ORDER BY c.pos",
-        (rid,),
-    )
-    if isinstance(cursor, sqlite3.Cursor):  # plain tuples: a quarter of the read's time
-        cursor.row_factory = None
     texts: list[str | None] = []
     shapes: list[str | None] = []
     tokens: list[int | None] = []
-    for text, shape, estimate in cursor:
+    for text, shape, estimate, _ in _context(conn, rid):
         texts.append(text)
         shapes.append(shape)
         tokens.append(estimate)
@@ -233,15 +260,7 @@ def context_rows(
 
 def context_texts(conn: Conn, rid: int) -> list[str | None]:
     """The stored context of session ``rid`` in order (None where a row points nowhere)."""
-    return [
-        body
-        for (body,) in conn.execute(
-            "SELECT coalesce(c.body, t.body) FROM context c "
-            "LEFT JOIN transcript t ON t.mid = c.mid "
-            "WHERE c.session_rid = ? ORDER BY c.pos",
-            (rid,),
-        )
-    ]
+    return [text for text, _, _, _ in _context(conn, rid)]
 
 
 def context_mids(conn: Conn, rid: int, texts: Collection[str]) -> dict[str, int]:
@@ -250,15 +269,21 @@ def context_mids(conn: Conn, rid: int, texts: Collection[str]) -> dict[str, int]
     keeps a few messages of tens of thousands, and every row's text held at once was the
     whole context again."""
     wanted = texts if isinstance(texts, (set, frozenset)) else set(texts)
-    mids: dict[str, int] = {}
-    for body, mid in conn.execute(
-        "SELECT t.body, c.mid FROM context c JOIN transcript t ON t.mid = c.mid "
-        "WHERE c.session_rid = ?",
-        (rid,),
-    ):
-        if body in wanted:
-            mids[body] = mid
-    return mids
+    return {text: mid for text, _, _, mid in _context(conn, rid)
+            if mid is not None and text is not None and text in wanted}
+
+
+def context_shape(conn: Conn, rid: int) -> tuple[int, int, int]:
+    """``(explicit rows, tail_from, transcript_len)`` of session ``rid``'s context."""
+    context_len, transcript_len, tail_from = conn.execute(
+        "SELECT context_len, transcript_len, tail_from FROM sessions WHERE rid = ?", (rid,)
+    ).fetchone()
+    return context_len - (transcript_len - tail_from), tail_from, transcript_len
+
+
+def tail_restarted(conn: Conn, rid: int) -> None:
+    """Session ``rid``'s context is all explicit now: its tail starts after the transcript."""
+    conn.execute("UPDATE sessions SET tail_from = transcript_len WHERE rid = ?", (rid,))
 
 
 MULTI_ROW = 16
@@ -313,21 +338,21 @@ def insert_messages(
     conn: Conn,
     rid: int,
     first_seq: int,
-    first_pos: int | None,
     plain: Sequence[Message],
     texts: Sequence[str],
     *,
     planned_calls: bool,
     follows: int | None = None,
 ) -> list[int]:
-    """Append messages to the transcript at ``first_seq`` (and to the context at
-    ``first_pos`` unless None) and update the write-ahead records. Their transcript row ids
-    (mids), in order, for the caller to mark for the search index
+    """Append messages to the transcript at ``first_seq`` and update the write-ahead records;
+    appended after the context's tail, they are in the context too (see the module doc),
+    unless the caller writes the context explicitly. Their transcript row ids (mids), in
+    order, for the caller to mark for the search index
     (:meth:`~actors.store._parts.SearchIndex.mark_pending`). ``follows``: the seq the first of
     them follows when it is not the one before it (the first message after a rewind).
 
-    A checkpoint's few messages cost three statements whatever their number: the transcript
-    rows, the context rows, the write-ahead records (:data:`MULTI_ROW`). The index itself is
+    A checkpoint's few messages cost two statements whatever their number: the transcript
+    rows, the write-ahead records (:data:`MULTI_ROW`). The index itself is
     written later, in a transaction of its own
     (:meth:`actors.store._store.Store.index_pending`): a checkpoint commits the messages and
     at most a small mark each, never their trigram postings."""
@@ -338,14 +363,6 @@ def insert_messages(
          estimate_message(m))
         for i, (m, text) in enumerate(zip(plain, texts, strict=True))
     ])
-    if first_pos is not None:
-        rows = [(rid, first_pos + i, mid) for i, mid in enumerate(mids)]
-        if len(rows) <= MULTI_ROW:
-            conn.execute("INSERT INTO context (session_rid, pos, mid) VALUES "
-                         + _values(3, len(rows)), [v for row in rows for v in row])
-        else:
-            conn.executemany("INSERT INTO context (session_rid, pos, mid) VALUES (?, ?, ?)",
-                             rows)
     _write_ahead.apply(conn, rid, _write_ahead.changes_of(plain, planned_calls=planned_calls))
     return mids
 
@@ -434,22 +451,34 @@ def transcript_entries(conn: Conn, rid: int) -> Iterable[tuple[int, int, str]]:
         "SELECT mid, seq, body FROM transcript WHERE session_rid = ? ORDER BY seq", (rid,))
 
 
-def context_entries(conn: Conn, rid: int) -> Iterable[tuple[int, int | None, str | None]]:
-    """``(pos, mid, body)`` of session ``rid``'s context rows, in order (a row points at its
-    transcript message by ``mid``, or holds a message of its own in ``body``)."""
-    return conn.execute(
-        "SELECT pos, mid, body FROM context WHERE session_rid = ? ORDER BY pos", (rid,))
+def context_entries(conn: Conn, rid: int) -> Iterator[tuple[int, int | None, str | None]]:
+    """``(pos, mid, body)`` of each message of session ``rid``'s context, in order: a
+    message with a transcript row by its ``mid`` (``body`` None), one the context alone holds
+    by its ``body``."""
+    pos = 0
+    for sql in ("SELECT mid, body FROM context WHERE session_rid = ? ORDER BY pos",
+                "SELECT mid, NULL FROM transcript WHERE session_rid = ? AND seq >= "
+                "(SELECT tail_from FROM sessions WHERE rid = ?) ORDER BY seq"):
+        for mid, body in conn.execute(sql, (rid,) if "context" in sql else (rid, rid)):
+            yield pos, mid, body
+            pos += 1
 
 
 def recent_context(conn: Conn, rid: int, count: int) -> list[tuple[int, int | None, str]]:
     """``(pos, seq, body)`` of the last ``count`` messages of session ``rid``'s context, in
     order (``seq`` None for a message the context alone holds). Reads only those rows."""
-    rows = conn.execute(
-        "SELECT c.pos, t.seq, coalesce(c.body, t.body) FROM context c "
-        "LEFT JOIN transcript t ON t.mid = c.mid WHERE c.session_rid = ? "
-        "ORDER BY c.pos DESC LIMIT ?",
-        (rid, count),
-    ).fetchall()
+    explicit, tail_from, _ = context_shape(conn, rid)
+    tail = conn.execute(
+        "SELECT seq, body FROM transcript WHERE session_rid = ? AND seq >= ?"
+        " ORDER BY seq DESC LIMIT ?", (rid, tail_from, count)).fetchall()
+    rows = [(explicit + seq - tail_from, seq, body) for seq, body in tail]
+    if len(rows) < count:
+        rows += conn.execute(
+            "SELECT c.pos, t.seq, coalesce(c.body, t.body) FROM context c "
+            "LEFT JOIN transcript t ON t.mid = c.mid WHERE c.session_rid = ? "
+            "ORDER BY c.pos DESC LIMIT ?",
+            (rid, count - len(rows)),
+        ).fetchall()
     return [(pos, seq, body) for pos, seq, body in reversed(rows)]
 
 
@@ -518,15 +547,15 @@ def insert_record(conn: Conn, record: SessionRecord, *, typed: int, preview: str
     conn.execute(
         "INSERT INTO sessions (id, created_at, updated_at, title, summary, archived,"
         " status, project_root, parent_id, state, context_len, transcript_len,"
-        " title_source, preview, user_messages, fork_point)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " title_source, preview, user_messages, fork_point, tail_from)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             record["id"], record["created_at"], record["updated_at"], record["title"],
             record["summary"], int(record["archived"]),
             "saved" if record["status"] == "active" else record["status"],
             record["project_root"], record["parent_id"], dump_state(record["state"]),
             len(record["messages"]), len(record["transcript"]), record["title_source"],
-            preview, typed, record["fork_point"],
+            preview, typed, record["fork_point"], len(record["transcript"]),
         ),
     )
     return rid_of(conn, record["id"])
@@ -554,26 +583,29 @@ def delete_session(conn: Conn, rid: int) -> None:
 
 def replace_context_rows(conn: Conn, rid: int, texts: Sequence[str], mids: dict[str, int]
                          ) -> None:
-    """The context of session ``rid`` replaced by ``texts`` (see :func:`insert_context`)."""
+    """The context of session ``rid`` replaced by ``texts``, all explicit (see
+    :func:`insert_context`); :func:`after_replace` ends its tail."""
     conn.execute("DELETE FROM context WHERE session_rid = ?", (rid,))
     insert_context(conn, rid, texts, mids)
 
 
 def after_replace(conn: Conn, rid: int, context_len: int, transcript_len: int, now: str
                   ) -> None:
-    """Session ``rid``'s row once its context was replaced: its counters, a new context
-    version (every cache of it is stale) and ``updated_at``."""
+    """Session ``rid``'s row once its context was replaced (all explicit): its counters,
+    its tail after the transcript, a new context version (every cache of it is stale) and
+    ``updated_at``."""
     conn.execute(
-        "UPDATE sessions SET context_len = ?, transcript_len = ?,"
+        "UPDATE sessions SET context_len = ?, transcript_len = ?, tail_from = ?,"
         " context_version = context_version + 1, updated_at = ? WHERE rid = ?",
-        (context_len, transcript_len, now, rid),
+        (context_len, transcript_len, transcript_len, now, rid),
     )
 
 
 def after_rewind(conn: Conn, rid: int, context_len: int, follows: int, preview: str,
                  now: str) -> None:
-    """Session ``rid``'s row once its context moved back: its length, a new context version,
-    the transcript message the next one follows (``branch_seq``), the preview."""
+    """Session ``rid``'s row once its context moved back (all explicit: see
+    :func:`tail_restarted`): its length, a new context version, the transcript message the
+    next one follows (``branch_seq``), the preview."""
     conn.execute(
         "UPDATE sessions SET context_len = ?, context_version = context_version + 1,"
         " branch_seq = ?, preview = ?, updated_at = ? WHERE rid = ?",

@@ -282,7 +282,7 @@ class Writes(SessionReader):
             rid = row.rid
             mids = _rows.context_mids(conn, rid, set(texts))
             added_mids = _rows.insert_messages(
-                conn, rid, row.transcript_len, None, added, added_texts, planned_calls=False,
+                conn, rid, row.transcript_len, added, added_texts, planned_calls=False,
             )
             shared.index.mark_pending(conn, added_mids)
             mids.update(zip(added_texts, added_mids, strict=True))

@@ -30,7 +30,7 @@ import psycopg
 
 from actors.core.errors import StorageError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -140,6 +140,11 @@ _MIGRATIONS: dict[int, list[str]] = {
     5: [
         "ALTER TABLE transcript ADD COLUMN IF NOT EXISTS shape TEXT",
         "ALTER TABLE transcript ADD COLUMN IF NOT EXISTS tokens BIGINT",
+    ],
+    # An append writes no context row: the context's tail (see the SQLite schema, 10).
+    6: [
+        "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS tail_from BIGINT NOT NULL DEFAULT 0",
+        "UPDATE sessions SET tail_from = transcript_len",
     ],
 }
 

@@ -180,8 +180,14 @@ class _Session:
 
 def _read_sessions(conn: sqlite3.Connection, salvage: Salvage) -> dict[int, _Session]:
     columns = ("id, created_at, updated_at, title, summary, archived, status, project_root, "
-               "parent_id, state, context_len, transcript_len")
-    names = [c.strip() for c in columns.split(",")]
+               "parent_id, state, context_len, transcript_len, ")
+    try:
+        present = {str(r[1]) for r in conn.execute("PRAGMA table_info(sessions)")}
+    except sqlite3.DatabaseError:
+        present = set()
+    # Before schema 10 every context was explicit: its tail starts after the transcript.
+    columns += "tail_from" if "tail_from" in present else "transcript_len AS tail_from"
+    names = [c.split()[-1] for c in columns.split(",")]
     sessions: dict[int, _Session] = {}
     seen_ids: set[str] = set()
     for rid, *values in _scan(conn, "sessions", columns, "rid", salvage):
@@ -213,23 +219,30 @@ def _read_transcripts(conn: sqlite3.Connection, sessions: dict[int, _Session],
 
 def _context(conn: sqlite3.Connection, session: _Session, length: int
              ) -> tuple[list[Message], bool]:
-    """The readable context of a session and whether it is whole."""
+    """The readable context of a session (its explicit rows, then its tail: the transcript
+    from ``tail_from`` on) and whether it is whole."""
+    row = session.row
+    tail_from, transcript_len = row.get("tail_from"), row.get("transcript_len")
+    if not isinstance(tail_from, int) or not isinstance(transcript_len, int):
+        tail_from = transcript_len = 0
+    explicit = length - (transcript_len - tail_from)
     rows = _per_session(
         conn, "SELECT pos, mid, body FROM context WHERE session_rid = ? ORDER BY pos",
         session.rid, "SELECT pos, mid, body FROM context WHERE session_rid = ? AND pos = ?",
-        range(max(length, 0)),
-    )
+        range(max(explicit, 0)),
+    ) or []
+    ordered = sorted(session.transcript.items())
+    if not rows and explicit > 0:  # its explicit rows lost: the transcript, as it is
+        return [m for _, (_, m) in ordered], False
     by_mid = {mid: message for mid, message in session.transcript.values()}
-    if not rows:
-        ordered = [m for _, (_, m) in sorted(session.transcript.items())]
-        return ordered, length == 0 and not ordered
     context = []
     for _pos, mid, body in rows:
         message = by_mid.get(mid) if mid is not None else _message(body)
         if message is not None:
             context.append(message)
+    context += [m for seq, (_, m) in ordered if seq >= tail_from]
     positions = [pos for pos, _, _ in rows]
-    whole = len(context) == length and positions == list(range(length))
+    whole = len(context) == length and positions == list(range(max(explicit, 0)))
     return context, whole
 
 

@@ -4,13 +4,15 @@ Tables (one database file, ``<memory-dir>/sessions.sqlite3``):
 
 ``sessions``      one row per session: metadata, planning/usage ``state`` (JSON), and the
                   counters ``context_len``/``transcript_len``/``context_version`` that let a
-                  checkpoint append without reading what is already stored.
+                  checkpoint append without reading what is already stored; ``tail_from``,
+                  where the context's tail begins in the transcript.
 ``transcript``    every message ever persisted, one row each, append-only (``seq`` = order),
                   with its pairing facts (``shape``) and token estimate, read by a resume
                   instead of the message itself.
-``context``       the working context: one row per position, pointing at a transcript row
-                  (``mid``) or, for messages that exist only in the context (a compaction
-                  summary), holding the message itself (``body``).
+``context``       the working context's explicit part: one row per position, pointing at a
+                  transcript row (``mid``) or, for messages that exist only in the context (a
+                  compaction summary), holding the message itself (``body``); the transcript
+                  from ``sessions.tail_from`` on follows it (actors.store._rows).
 ``compactions``   one row per compaction event.
 ``tool_calls``    the write-ahead record of tool calls not yet answered: ``planned`` when the
                   assistant message that asked for them was checkpointed, ``started`` just
@@ -37,7 +39,7 @@ from collections.abc import Callable
 
 from actors.store.sqlite._upgrade import apply_journal
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 MIGRATION_LISTINGS = """
     ALTER TABLE sessions ADD COLUMN title_source TEXT NOT NULL DEFAULT '';
@@ -175,6 +177,12 @@ _MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], list[str]]] = {
     """,
     # One write path: what schema 8's journal still holds is applied, and the table dropped.
     9: apply_journal,
+    # An append writes no context row: the context is its explicit rows, then the transcript
+    # from tail_from on (actors.store._rows). Every context written so far is explicit.
+    10: """
+    ALTER TABLE sessions ADD COLUMN tail_from INTEGER NOT NULL DEFAULT 0;
+    UPDATE sessions SET tail_from = transcript_len;
+    """,
 }
 
 
@@ -184,7 +192,9 @@ OLDEST_READABLE = 7  # schema 8 only added the journal, which a reader does with
 def check_readable(conn: sqlite3.Connection) -> None:
     """Raise :class:`StorageError` unless this version can read the database as it is,
     without migrating it (a read-only store): schema :data:`OLDEST_READABLE` or newer, and
-    not newer than :data:`SCHEMA_VERSION`."""
+    not newer than :data:`SCHEMA_VERSION`. A schema before 10 is read through a temporary
+    view of its sessions with every context explicit (``tail_from`` at the transcript's
+    end), as the migration to 10 would make it; temporary objects need no write."""
     from actors.core.errors import StorageError
 
     version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -198,6 +208,9 @@ def check_readable(conn: sqlite3.Connection) -> None:
             f"The session store is read-only and was written by an older agent-harness "
             f"(schema {version}); open it once where it can be written to upgrade it."
         )
+    if version < 10:
+        conn.execute("CREATE TEMP VIEW sessions AS"
+                     " SELECT *, transcript_len AS tail_from FROM main.sessions")
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

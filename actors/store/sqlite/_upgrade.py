@@ -51,5 +51,10 @@ def apply_journal(conn: sqlite3.Connection) -> list[str]:
         when = datetime.fromtimestamp(float(at), UTC).isoformat(timespec="microseconds")
         _appends.write(conn, index, row, plain, texts, planned_calls=bool(planned),
                        state=state or None, status=status, at=when)
+        # Every context is written as rows of its own until schema 10 (its tail): these too.
+        conn.execute(
+            "INSERT INTO context (session_rid, pos, mid) SELECT session_rid, ? + seq - ?, mid"
+            " FROM transcript WHERE session_rid = ? AND seq >= ?",
+            (row.context_len, row.transcript_len, row.rid, row.transcript_len))
     conn.execute("DROP TABLE journal")
     return left_out

@@ -119,7 +119,7 @@ _COLUMN_TYPES: dict[str, tuple[type, ...]] = {
     "archived": _INT, "status": _TEXT, "project_root": _TEXT, "parent_id": _MAYBE_TEXT,
     "state": _TEXT, "context_version": _INT, "context_len": _INT, "transcript_len": _INT,
     "title_source": _TEXT, "preview": _TEXT, "user_messages": _INT, "fork_point": _MAYBE_INT,
-    "branch_seq": _MAYBE_INT,
+    "branch_seq": _MAYBE_INT, "tail_from": _INT,
 }  # what each column of a session's row holds (SQLite keeps whatever it is given)
 
 
@@ -138,11 +138,13 @@ def _read_session(conn: sqlite3.Connection, row: sqlite3.Row) -> _SessionRows:
         rows.problems.append(f"its row holds values of the wrong type ({', '.join(wrong)})")
     try:
         by_mid: dict[int, Message | None] = {}
+        by_seq: dict[int, int] = {}
         for mid, seq, body in conn.execute(
             "SELECT mid, seq, body FROM transcript WHERE session_rid = ? ORDER BY seq",
             (row["rid"],),
         ):
             message = by_mid[mid] = _parse(body, f"transcript message {seq}", rows.problems)
+            by_seq[seq] = mid
             if message is not None:
                 rows.transcript.append(message)
         for pos, mid, body in conn.execute(
@@ -157,6 +159,11 @@ def _read_session(conn: sqlite3.Connection, row: sqlite3.Row) -> _SessionRows:
             )
             if message is not None:
                 rows.context.append(message)
+        tail_from = row["tail_from"] if isinstance(row["tail_from"], int) else len(by_seq)
+        for seq in range(tail_from, max(by_seq, default=-1) + 1):  # the context's tail
+            tail_message = by_mid.get(by_seq.get(seq, -1))
+            if tail_message is not None:
+                rows.context.append(tail_message)
         if len(by_mid) != row["transcript_len"]:
             rows.problems.append(
                 f"{len(by_mid)} transcript messages stored, {row['transcript_len']} expected"
