@@ -161,27 +161,30 @@ def test_an_append_costs_the_same_statements_whatever_it_appends(store: Store) -
     sid = store.create_session(messages=[SYSTEM], title="named")  # no provisional title
     at = 1
 
-    def append(messages: list[dict[str, Any]]) -> list[str]:
+    def append(messages: list[dict[str, Any]], planned: bool = False) -> list[str]:
         nonlocal at
         with store.lease(sid):
-            statements = _statements_of(
-                store, lambda: store.append(sid, messages, at=at, state={"n": at}))
+            statements = _statements_of(store, lambda: store.append(
+                sid, messages, at=at, state={"n": at}, planned_calls=planned))
         at += len(messages)
         return statements
 
     one = append([assistant("one")])
-    many = append([assistant(None, "c1", "c2"), result("c1"), result("c2"), user("next"),
-                   assistant("five")])
+    calls = append([assistant(None, "c1", "c2")], planned=True)  # + their records, planned
+    many = append([result("c1"), result("c2"), user("next"), assistant("five")])
+    reads = append([assistant(None, "r1"), result("r1")])  # a batch saved with its answer
     # the transcript rows, the write-ahead records: one statement each; the context takes
     # in the transcript's new rows as its tail, without a row of its own
+    assert len(calls) == len(one) + 1  # + the one that records the two calls, planned
     assert len(many) == len(one) + 1  # + the one that deletes the two calls' records
+    assert len(reads) == len(one)  # never recorded: nothing to delete
     assert sum("INSERT INTO transcript" in s for s in many) == 1
     assert not any(re.search(r"(INTO|FROM|UPDATE) context\b", s) for s in one + many)
     # the session row's counters are read, not its state (nor anything else it holds)
-    reads = [s for s in many if s.startswith("SELECT") and "FROM sessions" in s]
-    assert len(reads) == 1 and "state" not in reads[0]
-    assert [m["content"] for m in store.load_context(sid)][-5:] == [
-        None, "ok", "ok", "next", "five"]
+    selects = [s for s in many if s.startswith("SELECT") and "FROM sessions" in s]
+    assert len(selects) == 1 and "state" not in selects[0]
+    assert [m["content"] for m in store.load_context(sid)][-7:] == [
+        None, "ok", "ok", "next", "five", None, "ok"]
 
 
 def test_rows_near_the_end_of_the_rowid_range_are_read_back(memory_dir: Path) -> None:
