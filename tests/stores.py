@@ -161,9 +161,9 @@ def pending_index(store: Store) -> int:
 
 
 def without_tails(db_path: Path, version: int) -> None:
-    """Make the SQLite store at ``db_path`` (closed) one of an earlier ``version`` (8 or 9):
-    every context written as rows of its own, no ``tail_from`` (schema 10 added it), as an
-    earlier harness left it."""
+    """Make the SQLite store at ``db_path`` (closed) one of an earlier ``version`` (7 or 8):
+    every context written as rows of its own, no ``tail_from`` nor ``listed_at`` (schema 9
+    added them), the listing's index on ``updated_at``, as an earlier harness left it."""
     import sqlite3
 
     conn = sqlite3.connect(db_path, isolation_level=None)
@@ -171,7 +171,10 @@ def without_tails(db_path: Path, version: int) -> None:
         conn.execute("INSERT INTO context (session_rid, pos, mid) SELECT t.session_rid,"
                      " s.context_len - s.transcript_len + t.seq, t.mid FROM transcript t"
                      " JOIN sessions s ON s.rid = t.session_rid WHERE t.seq >= s.tail_from")
+        conn.execute("DROP INDEX sessions_listed")
         conn.execute("ALTER TABLE sessions DROP COLUMN tail_from")
+        conn.execute("ALTER TABLE sessions DROP COLUMN listed_at")
+        conn.execute("CREATE INDEX sessions_recent ON sessions (archived, updated_at DESC)")
         conn.execute(f"PRAGMA user_version = {int(version)}")
     finally:
         conn.close()

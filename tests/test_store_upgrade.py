@@ -75,7 +75,7 @@ def test_a_journal_left_by_schema_8_is_applied_once_then_dropped(memory_dir: Pat
         upgraded.append(damaged, [{"role": "user", "content": "still fine"}], at=1)
     with upgraded.db.lock:
         conn = upgraded.db.connection
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 10
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 10  # both steps
         assert conn.execute("SELECT name FROM sqlite_schema WHERE name = 'journal'"
                             ).fetchone() is None
     upgraded.close()

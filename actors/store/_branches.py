@@ -189,12 +189,12 @@ def copy_session_row(conn: Conn, rid: int, new_id: str, now: str, state: str, *,
     """A copy of session ``rid``'s row as ``new_id`` (its title, summary, project, pins and
     listing text; a fresh status, ``state``, no context yet); the copy's rid."""
     conn.execute(
-        "INSERT INTO sessions (id, created_at, updated_at, title, summary, archived,"
-        " status, project_root, parent_id, state, context_version, context_len,"
+        "INSERT INTO sessions (id, created_at, updated_at, listed_at, title, summary,"
+        " archived, status, project_root, parent_id, state, context_version, context_len,"
         " transcript_len, title_source, preview, user_messages, fork_point)"
-        " SELECT ?, ?, ?, title, summary, 0, 'saved', project_root, id, ?, 0, 0, ?,"
+        " SELECT ?, ?, ?, ?, title, summary, 0, 'saved', project_root, id, ?, 0, 0, ?,"
         " title_source, preview, user_messages, ? FROM sessions WHERE rid = ?",
-        (new_id, now, now, state, transcript_len, fork_point, rid),
+        (new_id, now, now, _rows.listed_at(now), state, transcript_len, fork_point, rid),
     )
     (new,) = conn.execute("SELECT rid FROM sessions WHERE id = ?", (new_id,)).fetchone()
     return int(new)

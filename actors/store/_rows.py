@@ -80,9 +80,9 @@ class SessionRow:
 
 class AppendRow(NamedTuple):
     """What appending to a session needs of its row: the counters, the branch point, what the
-    listing metadata moves from (``title_source``, ``user_messages``) and the status. Eight
-    small columns: the whole :class:`SessionRow` (its state above all) costs several times
-    as much to read, on every checkpoint."""
+    listing metadata moves from (``title_source``, ``user_messages``, ``listed_at``) and the
+    status. Nine small columns: the whole :class:`SessionRow` (its state above all) costs
+    several times as much to read, on every checkpoint."""
 
     rid: int
     context_version: int
@@ -92,9 +92,17 @@ class AppendRow(NamedTuple):
     title_source: str
     user_messages: int
     status: str
+    listed_at: str  # updated_at to the second: what the listing's index follows
 
 
 _APPEND_COLUMNS = ", ".join(AppendRow._fields)
+
+
+def listed_at(updated_at: str) -> str:
+    """``updated_at`` to the second (its first 19 characters): the key of the listing's index,
+    which orders as ``updated_at`` does (a prefix of a text orders as the text) and moves
+    once a second at most, however often the session is saved."""
+    return updated_at[:19]
 
 
 def _session_columns(conn: Conn, columns: str, session_id: str) -> Sequence[Any]:
@@ -412,11 +420,15 @@ def update_after_append(
     title: str | None, state: str | None, status: str | None,
 ) -> None:
     """One ``UPDATE`` of the session row after ``added`` messages were appended to ``row``'s:
-    the counters and ``updated_at``; the branch point cleared; with ``typed`` (what the user
-    typed in them), the count and the preview; ``title`` (provisional) when given; the
-    state's stored JSON and the status when given."""
+    the counters and ``updated_at`` (``listed_at`` only when the second changed: the
+    listing's index is not written by a burst of checkpoints); the branch point cleared;
+    with ``typed`` (what the user typed in them), the count and the preview; ``title``
+    (provisional) when given; the state's stored JSON and the status when given."""
     sets = "context_len = ?, transcript_len = ?, updated_at = ?"
     args: list[Any] = [row.context_len + added, row.transcript_len + added, now]
+    if listed_at(now) != row.listed_at:
+        sets += ", listed_at = ?"
+        args.append(listed_at(now))
     if added and row.branch_seq is not None:
         sets += ", branch_seq = NULL"
     if typed:
@@ -498,7 +510,7 @@ def listing(conn: Conn, *, include_archived: bool, project_root: str | None,
     sql = f"SELECT {LISTED} FROM sessions"
     if where:
         sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY updated_at DESC"
+    sql += " ORDER BY listed_at DESC, updated_at DESC"  # the index, then within its second
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
     return [listed(r) for r in fetch_all(conn, sql, args)]
@@ -533,9 +545,9 @@ def insert_session(conn: Conn, session_id: str, now: str, *, title: str, status:
                    project_root: str, parent_id: str | None) -> int:
     """A new, empty session's row (a user's title when ``title`` is given); its rid."""
     conn.execute(
-        "INSERT INTO sessions (id, created_at, updated_at, title, status, project_root,"
-        " parent_id, title_source) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (session_id, now, now, title, status, project_root, parent_id,
+        "INSERT INTO sessions (id, created_at, updated_at, listed_at, title, status,"
+        " project_root, parent_id, title_source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (session_id, now, now, listed_at(now), title, status, project_root, parent_id,
          "user" if title else ""),
     )
     return rid_of(conn, session_id)
@@ -545,12 +557,13 @@ def insert_record(conn: Conn, record: SessionRecord, *, typed: int, preview: str
     """The session row of an imported ``record`` (its own timestamps and counters); its
     rid. ``typed``: how many messages of its transcript the user typed."""
     conn.execute(
-        "INSERT INTO sessions (id, created_at, updated_at, title, summary, archived,"
-        " status, project_root, parent_id, state, context_len, transcript_len,"
+        "INSERT INTO sessions (id, created_at, updated_at, listed_at, title, summary,"
+        " archived, status, project_root, parent_id, state, context_len, transcript_len,"
         " title_source, preview, user_messages, fork_point, tail_from)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            record["id"], record["created_at"], record["updated_at"], record["title"],
+            record["id"], record["created_at"], record["updated_at"],
+            listed_at(record["updated_at"]), record["title"],
             record["summary"], int(record["archived"]),
             "saved" if record["status"] == "active" else record["status"],
             record["project_root"], record["parent_id"], dump_state(record["state"]),
@@ -564,8 +577,8 @@ def insert_record(conn: Conn, record: SessionRecord, *, typed: int, preview: str
 def update_session(conn: Conn, rid: int, values: dict[str, Any], now: str) -> None:
     """Set the metadata columns ``values`` of session ``rid``, and ``updated_at``."""
     assignments = "".join(f"{column} = ?, " for column in values)
-    conn.execute(f"UPDATE sessions SET {assignments}updated_at = ? WHERE rid = ?",
-                 (*values.values(), now, rid))
+    conn.execute(f"UPDATE sessions SET {assignments}updated_at = ?, listed_at = ? WHERE rid = ?",
+                 (*values.values(), now, listed_at(now), rid))
 
 
 def set_model_title(conn: Conn, rid: int, title: str) -> None:
@@ -596,8 +609,8 @@ def after_replace(conn: Conn, rid: int, context_len: int, transcript_len: int, n
     ``updated_at``."""
     conn.execute(
         "UPDATE sessions SET context_len = ?, transcript_len = ?, tail_from = ?,"
-        " context_version = context_version + 1, updated_at = ? WHERE rid = ?",
-        (context_len, transcript_len, transcript_len, now, rid),
+        " context_version = context_version + 1, updated_at = ?, listed_at = ? WHERE rid = ?",
+        (context_len, transcript_len, transcript_len, now, listed_at(now), rid),
     )
 
 
@@ -608,8 +621,8 @@ def after_rewind(conn: Conn, rid: int, context_len: int, follows: int, preview: 
     next one follows (``branch_seq``), the preview."""
     conn.execute(
         "UPDATE sessions SET context_len = ?, context_version = context_version + 1,"
-        " branch_seq = ?, preview = ?, updated_at = ? WHERE rid = ?",
-        (context_len, follows, preview, now, rid),
+        " branch_seq = ?, preview = ?, updated_at = ?, listed_at = ? WHERE rid = ?",
+        (context_len, follows, preview, now, listed_at(now), rid),
     )
 
 

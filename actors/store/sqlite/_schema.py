@@ -5,7 +5,8 @@ Tables (one database file, ``<memory-dir>/sessions.sqlite3``):
 ``sessions``      one row per session: metadata, planning/usage ``state`` (JSON), and the
                   counters ``context_len``/``transcript_len``/``context_version`` that let a
                   checkpoint append without reading what is already stored; ``tail_from``,
-                  where the context's tail begins in the transcript.
+                  where the context's tail begins in the transcript; ``listed_at``,
+                  ``updated_at`` to the second, which the listing's index follows.
 ``transcript``    every message ever persisted, one row each, append-only (``seq`` = order),
                   with its pairing facts (``shape``) and token estimate, read by a resume
                   instead of the message itself.
@@ -28,7 +29,7 @@ Tables (one database file, ``<memory-dir>/sessions.sqlite3``):
 ``message_session`` the session of each indexed message (mid -> session rid), written by
                   the indexer, read by search to count matches per session.
 
-Schema 8 had a ``journal`` of checkpoints not applied to the tables yet; the migration to 9
+Schema 8 had a ``journal`` of checkpoints not applied to the tables yet; the migration to 10
 applies what it holds and drops it (:mod:`actors.store.sqlite._upgrade`).
 """
 
@@ -175,14 +176,20 @@ _MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], list[str]]] = {
         entry       TEXT    NOT NULL
     );
     """,
-    # One write path: what schema 8's journal still holds is applied, and the table dropped.
-    9: apply_journal,
-    # An append writes no context row: the context is its explicit rows, then the transcript
-    # from tail_from on (actors.store._rows). Every context written so far is explicit.
-    10: """
+    # A checkpoint writes four pages: no context row (the context is its explicit rows,
+    # then the transcript from tail_from on: actors.store._rows; every context written so
+    # far is explicit), and the listing's index follows listed_at, updated_at to the second,
+    # which a burst of checkpoints leaves as it is (the listing orders by both).
+    9: """
     ALTER TABLE sessions ADD COLUMN tail_from INTEGER NOT NULL DEFAULT 0;
     UPDATE sessions SET tail_from = transcript_len;
+    ALTER TABLE sessions ADD COLUMN listed_at TEXT NOT NULL DEFAULT '';
+    UPDATE sessions SET listed_at = substr(updated_at, 1, 19);
+    DROP INDEX IF EXISTS sessions_recent;
+    CREATE INDEX IF NOT EXISTS sessions_listed ON sessions (archived, listed_at DESC);
     """,
+    # One write path: what schema 8's journal still holds is applied, and the table dropped.
+    10: apply_journal,
 }
 
 
@@ -192,9 +199,10 @@ OLDEST_READABLE = 7  # schema 8 only added the journal, which a reader does with
 def check_readable(conn: sqlite3.Connection) -> None:
     """Raise :class:`StorageError` unless this version can read the database as it is,
     without migrating it (a read-only store): schema :data:`OLDEST_READABLE` or newer, and
-    not newer than :data:`SCHEMA_VERSION`. A schema before 10 is read through a temporary
+    not newer than :data:`SCHEMA_VERSION`. A schema before 9 is read through a temporary
     view of its sessions with every context explicit (``tail_from`` at the transcript's
-    end), as the migration to 10 would make it; temporary objects need no write."""
+    end) and ``listed_at``, as the migration to 9 would make them; temporary objects need no
+    write."""
     from actors.core.errors import StorageError
 
     version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -208,9 +216,9 @@ def check_readable(conn: sqlite3.Connection) -> None:
             f"The session store is read-only and was written by an older agent-harness "
             f"(schema {version}); open it once where it can be written to upgrade it."
         )
-    if version < 10:
-        conn.execute("CREATE TEMP VIEW sessions AS"
-                     " SELECT *, transcript_len AS tail_from FROM main.sessions")
+    if version < 9:
+        conn.execute("CREATE TEMP VIEW sessions AS SELECT *, transcript_len AS tail_from,"
+                     " substr(updated_at, 1, 19) AS listed_at FROM main.sessions")
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

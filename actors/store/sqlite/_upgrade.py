@@ -1,7 +1,7 @@
-"""Schema 9: the checkpoint journal of schema 8 applied to the tables, and dropped.
+"""Schema 10: the checkpoint journal of schema 8 applied to the tables, and dropped.
 
 Schema 8 committed an append as one row of ``journal`` first and wrote its tables in a later
-transaction; a writer killed between the two left rows there. Schema 9 has one write path
+transaction; a writer killed between the two left rows there. Schema 10 has one write path
 (:mod:`actors.store._appends`), so the migration to it applies what it finds, oldest first,
 exactly as that later transaction would have (the entry's counters must still be its
 session's; its commit time becomes ``updated_at``), and drops the table. An entry that
@@ -36,25 +36,22 @@ def apply_journal(conn: sqlite3.Connection) -> list[str]:
             continue  # deleted since: its checkpoints went with it
         try:
             header, state, *texts = str(text).split("\n")
-            _, *counters, status, planned, at = json.loads(header)
-            before = _rows.AppendRow._make(counters)
+            # [session, rid, version, context_len, transcript_len, branch, title source,
+            #  user messages, status before, status, planned calls, commit time]
+            _, *counters, _, status, planned, at = json.loads(header)
+            before = tuple(counters[:4])  # rid, context version and length, transcript length
             plain = [json.loads(body) for body in texts]
             row = _rows.append_row(conn, str(session))
         except (TypeError, ValueError) as exc:
             left_out.append(f"A checkpoint of session {session} left by an earlier version "
                             f"could not be read ({exc}); its messages are not in the session.")
             continue
-        if row[:4] != before[:4]:  # rid, context version and length, transcript length
+        if tuple(row[:4]) != before:
             left_out.append(f"A checkpoint of session {session} left by an earlier version "
                             "does not follow the session as saved; its messages are not in it.")
             continue
         when = datetime.fromtimestamp(float(at), UTC).isoformat(timespec="microseconds")
         _appends.write(conn, index, row, plain, texts, planned_calls=bool(planned),
                        state=state or None, status=status, at=when)
-        # Every context is written as rows of its own until schema 10 (its tail): these too.
-        conn.execute(
-            "INSERT INTO context (session_rid, pos, mid) SELECT session_rid, ? + seq - ?, mid"
-            " FROM transcript WHERE session_rid = ? AND seq >= ?",
-            (row.context_len, row.transcript_len, row.rid, row.transcript_len))
     conn.execute("DROP TABLE journal")
     return left_out

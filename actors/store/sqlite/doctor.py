@@ -119,7 +119,7 @@ _COLUMN_TYPES: dict[str, tuple[type, ...]] = {
     "archived": _INT, "status": _TEXT, "project_root": _TEXT, "parent_id": _MAYBE_TEXT,
     "state": _TEXT, "context_version": _INT, "context_len": _INT, "transcript_len": _INT,
     "title_source": _TEXT, "preview": _TEXT, "user_messages": _INT, "fork_point": _MAYBE_INT,
-    "branch_seq": _MAYBE_INT, "tail_from": _INT,
+    "branch_seq": _MAYBE_INT, "tail_from": _INT, "listed_at": _TEXT,
 }  # what each column of a session's row holds (SQLite keeps whatever it is given)
 
 
