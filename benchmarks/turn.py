@@ -382,7 +382,7 @@ class TimedSupervisor(Supervisor):
 
     Its methods are wrapped on the instance (:func:`time_into`), not overridden: the
     checkpoints (``_checkpoint``, and ``_record_results``: the batch's results checkpoint,
-    recovery's settle_batch), the model request (``_ask_model``) and the tool batch
+    the batch settled and saved), the model request (``_ask_model``) and the tool batch
     (``_run_tools``, less the results checkpoint it ends with). A checkpoint made while a
     request goes out (inside ``_ask_model``: the user's message, a batch of reads) is
     counted apart, as ``overlapped``: its time is inside the model's.
