@@ -6,6 +6,20 @@ Run from the repository root::
     python benchmarks/workspace.py               # 10,000 files, 200 turns (about 2 minutes)
     python benchmarks/workspace.py --files 2000 --turns 50 --runs 5
     python benchmarks/workspace.py --json
+    python benchmarks/workspace.py --tree /tmp/main   # side by side with another checkout
+
+With ``--tree DIR`` (another checkout of the harness, e.g. ``git archive main | tar -x -C
+DIR``) it runs instead, for this tree and each one given, interleaved (run 1 of each, then
+run 2 of each: the machine's load falls on all alike), each in a child process importing
+that tree's code (``PYTHONPATH``):
+
+- **rewrite**: a project of ``--rewrite-mb`` MB (1,600 source-like files of 4 to 12 KB, 20
+  per directory) snapshotted, then ``--rewrite-turns`` turns that each rewrite every file
+  with one line changed (a rename across the project, a formatter), a snapshot per turn (as
+  the keeper's after a command); the bytes the workspace store takes on disk after them,
+  against the project's own size, and the median snapshot of a turn;
+- **tree**: the 10,000-file project below, its first snapshot, and the median (wall and CPU)
+  of ``--runs`` snapshots of it unchanged, with 1, and with 100 files changed.
 
 A tmp project of ``--files`` files (source-like text of 200 B to 8 KB, 20 per directory, 5
 directories per level) is snapshotted into a fresh workspace store, and the same tree is
@@ -38,6 +52,7 @@ import random
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -206,13 +221,169 @@ def timed(runs: int, prepare: Callable[[], None], action: Callable[[], Any],
     return statistics.median(times)
 
 
+def make_sources(root: Path, megabytes: float, rng: random.Random) -> list[Path]:
+    """Source-like files of 4 to 12 KB, 20 per directory, until ``megabytes`` MB."""
+    paths: list[Path] = []
+    total, budget = 0, megabytes * 1024 * 1024
+    while total < budget:
+        i = len(paths)
+        path = root / f"pkg{i // 400}" / f"mod{i // 20}" / f"f{i}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = _text(rng, rng.randint(4000, 12000))
+        path.write_text(text)
+        paths.append(path)
+        total += len(text)
+    return paths
+
+
+def rewrite_case(turns: int, megabytes: float) -> dict[str, Any]:
+    """The rewrite case of the module doc, in this process (this tree's code)."""
+    rng = random.Random(5)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        project, memory = base / "project", base / "memory"
+        project.mkdir()
+        memory.mkdir(mode=0o700)
+        paths = make_sources(project, megabytes, rng)
+        project_bytes = du(project)
+        age(project)
+        time.sleep(2.1)  # ctime too is past the racily-clean window
+        workspace = Workspace(project, memory, open_objects(memory))
+        workspace.snapshot()
+        times, cpu = [], []
+        for turn in range(turns):
+            for path in paths:  # every file: one line changed (not timed)
+                lines = path.read_text().split("\n")
+                lines[(turn * 7 + len(lines) // 3) % len(lines)] = f"renamed_{turn} = value"
+                path.write_text("\n".join(lines))
+            start, start_cpu = time.perf_counter(), time.process_time()
+            workspace.snapshot()
+            cpu.append((time.process_time() - start_cpu) * 1000)
+            times.append((time.perf_counter() - start) * 1000)
+        workspace.close()
+        workspace.objects.close()
+        stored = du(memory / "workspace")
+    return {"project_bytes": project_bytes, "files": len(paths), "turns": turns,
+            "store_bytes": stored, "ratio": stored / project_bytes,
+            "turn_ms": statistics.median(times), "turn_cpu_ms": statistics.median(cpu)}
+
+
+def tree_case(files: int, runs: int) -> dict[str, Any]:
+    """The tree case of the module doc, in this process (this tree's code)."""
+    rng = random.Random(1)
+    CPU.clear()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        project, memory = base / "project", base / "memory"
+        project.mkdir()
+        memory.mkdir(mode=0o700)
+        paths = make_project(project, files, rng)
+        age(project)
+        time.sleep(2.1)
+        workspace = Workspace(project, memory, open_objects(memory))
+        start = time.perf_counter()
+        workspace.snapshot()
+        found: dict[str, Any] = {"first_ms": (time.perf_counter() - start) * 1000}
+        found["unchanged_ms"] = timed(runs, lambda: None, workspace.snapshot, "unchanged")
+        counter = [0]
+
+        def change(n: int) -> Callable[[], None]:
+            def prepare() -> None:
+                counter[0] += 1
+                for path in rng.sample(paths, n):
+                    path.write_text(_text(rng, rng.randint(200, 8000)) + str(counter[0]))
+            return prepare
+
+        for n in (1, 100):
+            found[f"changed_{n}_ms"] = timed(runs, change(n), workspace.snapshot,
+                                             f"changed_{n}")
+        workspace.close()
+        workspace.objects.close()
+    found["cpu_ms"] = dict(CPU)
+    return found
+
+
+def side_by_side(args: argparse.Namespace) -> None:
+    """``--tree``: the rewrite and tree cases for this tree and the others, interleaved."""
+    here = Path(__file__).resolve().parent.parent
+    trees = [here, *(Path(t).resolve() for t in args.tree)]
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {
+        str(t): {"rewrite": [], "tree": []} for t in trees}
+    for _run in range(args.tree_runs):
+        for case in ("tree", "rewrite"):
+            for tree in trees:
+                done = subprocess.run(
+                    [sys.executable, __file__, "--child", case, "--files", str(args.files),
+                     "--runs", str(args.runs), "--rewrite-turns", str(args.rewrite_turns),
+                     "--rewrite-mb", str(args.rewrite_mb)],
+                    env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tmp_cwd(),
+                    check=True, capture_output=True, text=True, timeout=3600)
+                results[str(tree)][case].append(json.loads(done.stdout))
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    mb = 1024 * 1024
+
+    def med(tree: Path, case: str, key: str, sub: str = "") -> float:
+        values = [r[key][sub] if sub else r[key] for r in results[str(tree)][case]]
+        return float(statistics.median(values))
+
+    first = results[str(here)]["rewrite"][0]
+    print(f"rewrite: {first['turns']} turns rewriting every file (one line changed) of a "
+          f"{first['project_bytes'] / mb:.1f} MB project of {first['files']} files; "
+          f"median of {args.tree_runs} runs")
+    print(f"{'':34}" + "".join(f"{_label(t, here):>22}" for t in trees))
+    print(f"{'  snapshot storage after them':34}" + "".join(
+        f"{med(t, 'rewrite', 'store_bytes') / mb:>9.1f} MB ({med(t, 'rewrite', 'ratio'):.2f}x)"
+        for t in trees))
+    print(f"{'  snapshot per turn (wall / CPU)':34}" + "".join(
+        f"{med(t, 'rewrite', 'turn_ms'):>9.0f} / {med(t, 'rewrite', 'turn_cpu_ms'):.0f} ms"
+        for t in trees))
+    print(f"tree: {args.files} files, median of {args.runs} snapshots each, "
+          f"median of {args.tree_runs} runs (wall / CPU)")
+    for key, label, cpu in (("first_ms", "first snapshot", ""),
+                            ("unchanged_ms", "unchanged tree", "unchanged"),
+                            ("changed_1_ms", "1 file changed", "changed_1"),
+                            ("changed_100_ms", "100 files changed", "changed_100")):
+        print(f"  {label:32}" + "".join(
+            f"{med(t, 'tree', key):>9.1f}" + (f" / {med(t, 'tree', 'cpu_ms', cpu):.1f} ms"
+                                              if cpu else " ms       ")
+            for t in trees))
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
+def _label(tree: Path, here: Path) -> str:
+    return "this tree" if tree == here else tree.name
+
+
+def tmp_cwd() -> str:
+    """Where a child runs: not in a tree (so ``PYTHONPATH`` alone says which code it runs)."""
+    return tempfile.gettempdir()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--tree", action="append", default=[], metavar="DIR",
+                        help="another checkout to run side by side with this one")
+    parser.add_argument("--tree-runs", type=int, default=3,
+                        help="with --tree: runs of each case per tree")
+    parser.add_argument("--rewrite-turns", type=int, default=25)
+    parser.add_argument("--rewrite-mb", type=float, default=13.0)
+    parser.add_argument("--child", choices=["rewrite", "tree"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child == "rewrite":
+        print(json.dumps(rewrite_case(args.rewrite_turns, args.rewrite_mb)))
+        return
+    if args.child == "tree":
+        print(json.dumps(tree_case(args.files, args.runs)))
+        return
+    if args.tree:
+        side_by_side(args)
+        return
     if shutil.which("git") is None:
         raise SystemExit("git is needed for the baseline")
     rng = random.Random(1)

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from actors.core.config import (
+    DEFAULT_FIRST_TOKEN_TIMEOUT,
+    DEFAULT_LLM_TIMEOUT,
+    DEFAULT_MAX_ANSWER_BYTES,
     DEFAULT_MODEL,
     Mode,
     Settings,
@@ -52,6 +55,7 @@ examples:
   harness -r k3m9                         resume the session whose id starts with k3m9
   harness -p "explain main.py"            one turn, answer on stdout
   harness -p "..." --output-format json   one JSON object: answer, outcome, usage, cost
+  harness --acp                           serve an editor over ACP (Zed: see the README)
   harness --list-sessions [--all]         this project's sessions (--all: every project)
   harness --search "cache bug"            sessions containing every word
   harness --fork ID --at 12               a branch holding messages 1 to 12
@@ -106,6 +110,19 @@ def _positive_float(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return value
+
+
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def _size(text: str) -> int:
+    """Bytes, with a K, M, G or T suffix (binary: 1G is 1 GiB)."""
+    cleaned = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = cleaned[-1:] if cleaned[-1:] in _SIZE_UNITS else ""
+    value = _number(cleaned[: len(cleaned) - len(unit)], float, "a size such as 2G or 500M")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return int(value * _SIZE_UNITS[unit])
 
 
 def _positive_int(text: str) -> int:
@@ -171,16 +188,31 @@ def build_parser() -> argparse.ArgumentParser:
                      help="resume the most recent session of this project")
     run.add_argument("--sandbox-dir", type=Path, default=None, metavar="DIR",
                      help="project directory the tools are confined to (default: cwd)")
-    run.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.DEFAULT.value,
+    run.add_argument("--acp", action="store_true",
+                     help="serve the Agent Client Protocol on stdin/stdout, for editors (Zed, "
+                     "JetBrains, Neovim…); see the README")
+    run.add_argument("--mode", choices=[m.value for m in Mode], default=None,
                      help="default: ask before edits and shell commands; acceptEdits: approve "
-                     "edits inside the sandbox; dangerouslySkipPermissions: never ask")
+                     "edits inside the sandbox; dangerouslySkipPermissions: never ask "
+                     "(default: default, or what a resumed session last used; \\mode and "
+                     "Shift-Tab change it in the REPL)")
     model = parser.add_argument_group("model endpoint")
     model.add_argument("--base-url", default=None,
                        help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or "
                        "http://localhost:11434/v1); the key comes from $OPENAI_API_KEY")
-    model.add_argument("--model", default=DEFAULT_MODEL, help="model name (default: gemma4)")
-    model.add_argument("--llm-timeout", type=_positive_float, default=120.0, metavar="S",
-                       help="seconds for one model request, retries included (default: 120)")
+    model.add_argument("--model", default=None,
+                       help="model name (default: gemma4, or what a resumed session last "
+                       "used; \\model changes it in the REPL)")
+    model.add_argument("--llm-timeout", type=_positive_float, default=DEFAULT_LLM_TIMEOUT,
+                       metavar="S", help="the longest silence of the endpoint once an answer "
+                       "began, in seconds: a slow, steady answer is never cut (default: 120)")
+    model.add_argument("--llm-first-token-timeout", type=_positive_float,
+                       default=DEFAULT_FIRST_TOKEN_TIMEOUT, metavar="S",
+                       help="seconds an answer may take to begin (a local model reads a long "
+                       "prompt first; default: 600, never below --llm-timeout)")
+    model.add_argument("--llm-total-timeout", type=_positive_float, default=None, metavar="S",
+                       help="a limit on one whole model request, retries included (default: "
+                       "none)")
     limits = parser.add_argument_group("limits")
     limits.add_argument("--tool-timeout", type=_positive_float, default=120.0, metavar="S",
                         help="seconds for one tool call (default: 120)")
@@ -194,6 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="price per 1k prompt tokens (default: 0)")
     limits.add_argument("--price-out", type=_price, default=0.0, metavar="USD",
                         help="price per 1k completion tokens (default: 0)")
+    limits.add_argument("--max-answer-bytes", type=_positive_int,
+                        default=DEFAULT_MAX_ANSWER_BYTES, metavar="N",
+                        help="the most text, reasoning and tool-call arguments one answer may "
+                        "bring; more is cut as it arrives (default: 4194304, 4 MiB)")
     limits.add_argument("--max-context-tokens", type=_positive_int, default=24_000,
                         metavar="N", help="context budget in tokens (default: 24000)")
     limits.add_argument("--compact-threshold", type=_fraction, default=0.8, metavar="F",
@@ -218,8 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_argument("--info", metavar="ID", help="show a session's details and usage")
     commands.add_argument("--rename", nargs=2, metavar=("ID", "TITLE"), help="set a title")
     commands.add_argument("--fork", metavar="ID",
-                          help="copy a session (with --at N: up to message N); prints the "
-                          "new id")
+                          help="copy a session (with --at N: up to message N); says what it "
+                          "made (--json: the new id, parent and fork point)")
     commands.add_argument("--archive", metavar="ID", help="hide a session from listings")
     commands.add_argument("--unarchive", metavar="ID", help="bring an archived session back")
     commands.add_argument("--delete", metavar="ID", help="delete a session (needs --yes)")
@@ -235,8 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_argument("--compact", dest="compact_id", metavar="ID",
                           help="compact a session now (needs the model: one summary call)")
     commands.add_argument("--doctor", action="store_true",
-                          help="check the session store: integrity, search index, every "
-                          "session, lock files, older records")
+                          help="check the session store (integrity, search index, every "
+                          "session, lock files, older records) and the model endpoint "
+                          "(reachable, the model, tool calls, its context)")
     sessions.add_argument("--all", dest="all_projects", action="store_true",
                           help="with --list-sessions/--search/--resume: every project's "
                           "sessions, with a project column")
@@ -246,8 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--include-archived", action="store_true",
                           help="with --list-sessions/--search: include archived sessions")
     sessions.add_argument("--json", action="store_true",
-                          help="with --list-sessions/--search/--info: print JSON (every "
-                          "field)")
+                          help="with --list-sessions/--search/--info/--fork: print JSON "
+                          "(every field)")
     sessions.add_argument("--yes", action="store_true", help="confirm --delete")
     sessions.add_argument("--repair", action="store_true",
                           help="with --doctor: rebuild the search index and copy damaged "
@@ -267,7 +304,11 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--both", dest="rewind_what", action="store_const", const="both",
                       help="the files and the conversation")
     rewind.add_argument("--undo", action="store_true",
-                        help="undo the session's last rewind of files")
+                        help="undo the session's last rewind of files (one cut short: put "
+                        "back what it wrote)")
+    rewind.add_argument("--finish", dest="finish_rewind", action="store_true",
+                        help="finish a rewind of the files that was cut short (what changed "
+                        "since is left as it is)")
     rewind.add_argument("--dry-run", action="store_true",
                         help="show what would change (a diffstat) and change nothing")
     rewind.add_argument("--diff", action="store_true",
@@ -277,6 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
     storage.add_argument("--snapshot-days", type=_positive_float, default=30.0, metavar="D",
                          help="keep workspace snapshots this many days (each session's newest "
                          "is always kept; default: 30)")
+    storage.add_argument("--snapshot-quota", type=_size, default=None, metavar="SIZE",
+                         help="keep the workspace snapshots under SIZE (e.g. 2G, 500M; "
+                         "default: 1G, or 4 times the project when that is more): the oldest "
+                         "snapshots of other sessions go first")
     return parser
 
 
@@ -286,9 +331,12 @@ def settings_from(args: argparse.Namespace) -> Settings:
         store_url=args.store if args.store is not None else default_store_url(),
         sandbox_dir=(args.sandbox_dir or Path.cwd()).expanduser().resolve(),
         base_url=args.base_url if args.base_url is not None else default_base_url(),
-        model=args.model,
-        mode=Mode(args.mode),
+        model=args.model or DEFAULT_MODEL,
+        mode=Mode(args.mode or Mode.DEFAULT.value),
+        chosen=frozenset(name for name in ("mode", "model") if getattr(args, name)),
         llm_timeout=args.llm_timeout,
+        llm_first_token_timeout=args.llm_first_token_timeout,
+        llm_total_timeout=args.llm_total_timeout,
         tool_timeout=args.tool_timeout,
         max_turns=args.max_turns,
         max_tool_calls=args.max_tool_calls,
@@ -296,9 +344,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
         price_in=args.price_in,
         price_out=args.price_out,
         max_context_tokens=args.max_context_tokens,
+        max_answer_bytes=args.max_answer_bytes,
         compact_threshold=args.compact_threshold,
         workspace_snapshots=not args.no_snapshots,
         snapshot_retention_days=args.snapshot_days,
+        snapshot_quota_bytes=args.snapshot_quota,
     )
 
 
@@ -306,11 +356,15 @@ def open_store(settings: Settings) -> Store:
     from actors.store import open_store as open_backend
 
     store = open_backend(settings.memory_dir, settings.store_url)
-    for warning in store.import_warnings:
-        print(f"harness: {warning}", file=sys.stderr)
+    said = [f"harness: {warning}" for warning in store.import_warnings]
     if store.read_only:
-        print(f"harness: the session store is read-only ({store.location}): sessions can be "
-              "listed, searched, shown and exported, not changed.", file=sys.stderr)
+        said.append(f"harness: the session store is read-only ({store.location}): sessions "
+                    "can be listed, searched, shown and exported, not changed.")
+    if said:
+        from repl.interactive.sanitize import safe_for
+
+        for line in said:
+            print(safe_for(sys.stderr, line), file=sys.stderr)
     return store
 
 
@@ -351,7 +405,7 @@ def run_session_command(
     if args.rename:
         return session_commands.rename(store, *args.rename)
     if args.fork:
-        return session_commands.fork(store, args.fork, args.at)
+        return session_commands.fork(store, args.fork, args.at, as_json=args.json)
     if args.archive:
         return session_commands.set_archived(store, args.archive, True)
     if args.unarchive:
@@ -401,7 +455,7 @@ def _store_after_the_prompt(args: argparse.Namespace, settings: Settings) -> boo
     first: its failure is a usage mistake or a server's), in a memory directory that exists
     (a first start makes it, private, with the store; the history file goes in it)."""
     return (args.prompt is None and args.initial is None and args.resume is None
-            and not args.continue_
+            and not args.continue_ and not args.acp
             and not any(getattr(args, c) not in (None, False) for c in _SESSION_COMMANDS)
             and _on_sqlite(settings.store_url)
             and sys.stdin.isatty() and settings.memory_dir.is_dir())
@@ -427,18 +481,22 @@ def _memory_dir(args: argparse.Namespace) -> Path:
 def _rewind(args: argparse.Namespace, store: Store) -> int:
     from repl.rewind import rewind
 
-    if args.undo == (args.to is not None):
-        raise UsageError("--rewind ID needs --to N (the user message to go back to) or "
-                         "--undo.")
+    if args.finish_rewind and (args.undo or args.to is not None):
+        raise UsageError("--finish finishes a rewind that was cut short; it goes with "
+                         "--rewind ID alone.")
+    if not args.finish_rewind and args.undo == (args.to is not None):
+        raise UsageError("--rewind ID needs --to N (the user message to go back to), --undo "
+                         "or --finish.")
     if args.undo and args.rewind_what not in (None, "files"):
         raise UsageError("--undo undoes the last rewind of files; a conversation rewind "
                          "keeps what came after in a fork (--resume it).")
-    if not args.undo and args.rewind_what is None:
+    if not (args.undo or args.finish_rewind) and args.rewind_what is None:
         raise UsageError("Say what to rewind: --files, --conversation or --both.")
     settings = settings_from(args)
     return rewind(store, args.rewind, what=args.rewind_what or "files",
                   memory_dir=settings.memory_dir, project=settings.sandbox_dir, to=args.to,
-                  undo=args.undo, dry_run=args.dry_run, as_json=args.json)
+                  undo=args.undo, dry_run=args.dry_run, as_json=args.json,
+                  finish_pending=args.finish_rewind)
 
 
 def _check_combinations(args: argparse.Namespace) -> None:
@@ -455,9 +513,9 @@ def _check_combinations(args: argparse.Namespace) -> None:
         raise UsageError("--yes only confirms --delete.")
     if args.repair and not args.doctor:
         raise UsageError("--repair goes with --doctor.")
-    if args.json and command not in ("list_sessions", "search", "info", "rewind"):
-        raise UsageError("--json goes with --list-sessions, --search, --info or --rewind (for "
-                         "-p, use --output-format json).")
+    if args.json and command not in ("list_sessions", "search", "info", "fork", "rewind"):
+        raise UsageError("--json goes with --list-sessions, --search, --info, --fork or "
+                         "--rewind (for -p, use --output-format json).")
     if args.format is not None and command != "export":
         raise UsageError("--format goes with --export.")
     if args.format == "atif" and args.rewind_what == "files":
@@ -476,9 +534,11 @@ def _check_combinations(args: argparse.Namespace) -> None:
     rewind_flags = [flag for flag, on in (
         ("--to", args.to is not None),
         ("--files/--conversation/--both", args.rewind_what and not files_view),
-        ("--undo", args.undo), ("--dry-run", args.dry_run)) if on]
+        ("--undo", args.undo), ("--finish", args.finish_rewind),
+        ("--dry-run", args.dry_run)) if on]
     if rewind_flags and not args.rewind:
-        raise UsageError(f"{', '.join(rewind_flags)} go(es) with --rewind ID.")
+        verb = "goes" if len(rewind_flags) == 1 else "go"
+        raise UsageError(f"{' and '.join(rewind_flags)} {verb} with --rewind ID.")
     if args.diff and not (args.info and args.rewind_what == "files"):
         raise UsageError("--diff goes with --info ID --files.")
     if args.initial is not None:
@@ -488,6 +548,15 @@ def _check_combinations(args: argparse.Namespace) -> None:
             raise UsageError("Give the prompt once: either -p PROMPT or PROMPT.")
         if not args.initial.strip():
             raise UsageError("The prompt is empty.")
+    if args.acp:
+        others = [flag for flag, on in (
+            ("a prompt", args.initial is not None or args.prompt is not None),
+            ("--resume", args.resume is not None), ("--continue", args.continue_),
+            ("--output-format", args.output_format is not None),
+            (_flag(command) if command else "", command is not None)) if on]
+        if others:
+            raise UsageError(f"--acp serves an editor, which picks the sessions; it cannot be "
+                             f"combined with {', '.join(others)}.")
     if args.output_format is not None and command is not None:
         raise UsageError("--output-format goes with -p, not with session commands.")
     if args.output_format is not None and args.initial is not None:
@@ -515,13 +584,19 @@ def _main(argv: Sequence[str] | None) -> int:
         settings = settings_from(args)
         if args.doctor:
             from repl import session_commands
+            from repl.files_report import doctor_snapshots
+            from repl.interactive.sanitize import through_the_boundary
 
             startup.resume()
-            checked = session_commands.doctor(settings.memory_dir, repair=args.repair,
-                                              store_url=settings.store_url)
-            from repl.files_report import doctor_snapshots
+            with through_the_boundary():
+                checked = session_commands.doctor(settings.memory_dir, repair=args.repair,
+                                                  store_url=settings.store_url)
+                worst = max(checked, doctor_snapshots(settings, repair=args.repair))
+                if not args.repair:  # a repair is the store's; the endpoint is only looked at
+                    from repl.doctor_endpoint import doctor_endpoint
 
-            return max(checked, doctor_snapshots(settings, repair=args.repair))
+                    doctor_endpoint(settings)
+            return worst
         lazy_store = LazyStore(partial(open_store, settings))
         try:
             if not _store_after_the_prompt(args, settings):
@@ -529,9 +604,12 @@ def _main(argv: Sequence[str] | None) -> int:
                 resolve_ids(args, store)
                 if any(getattr(args, c) not in (None, False) for c in _SESSION_COMMANDS):
                     startup.resume()  # the command's own work is not the start's
-                status = run_session_command(args, store, settings)
-                if status is not None:
-                    return status
+                    from repl.interactive.sanitize import through_the_boundary
+
+                    with through_the_boundary():
+                        status = run_session_command(args, store, settings)
+                    if status is not None:
+                        return status
             from repl.run import run_agent
 
             return run_agent(args, settings, lazy_store)
@@ -541,8 +619,10 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.output_format in ("json", "stream-json"):  # a script still gets its object
             from repl.headless import failure
 
-            failure(sys.stdout, str(exc), exc.exit_code, args.model)
-        print(f"harness: {exc}", file=sys.stderr)
+            failure(sys.stdout, str(exc), exc.exit_code, args.model or DEFAULT_MODEL)
+        from repl.interactive.sanitize import safe_for
+
+        print(safe_for(sys.stderr, f"harness: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -1,27 +1,30 @@
 """The last exchanges of a session, compactly: what a resume replays before the first prompt,
 the resume picker's preview and the end of ``--info``.
 
-One line per message: ``You: …``, ``Assistant: …``, ``  [tool] name(arguments)`` for each
-call and ``  → first line`` (``✗`` for a failure) for each result, each cut to a width and
-numbered when asked (the numbers ``--fork ID --at N`` takes). The system prompt is left out;
-a compaction's summary shows as one ``[earlier conversation summarised]`` line. Pure.
+One line per message: ``You: …`` (what was typed, ``[attached: a.py]`` for each file sent
+with it), ``Assistant: …``, ``  [tool] name(arguments)`` for each call and ``  → first line
+(+N lines)`` (``✗`` for a failure) for each result, each cut to a width and numbered when
+asked (the numbers ``--fork ID --at N`` takes). The system prompt is left out; a
+compaction's summary shows as one ``[earlier conversation summarised]`` line; no data tag is
+ever shown. Pure.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from actors.core.carried import PINNED_HEADER, SUMMARY_OPEN
 from actors.core.messages import text_of, tool_calls_of
-from actors.core.previews import one_line
+from actors.core.previews import one_line, result_label, typed_with_labels
 
 REPLAY_MESSAGES = 12  # messages of the context a resume shows (tool lines included)
 WIDTH = 100
 
-_FAILED_STARTS = ("Error", "error:", "Denied", "Not executed", "Execution interrupted",
-                  "Exit status", "exit status")
+_FAILED_STARTS = ("Error", "error:", "Denied", "Not executed", "Execution interrupted")
+_EXIT = re.compile(r"[Ee]xit status (\d+)")
 
 
 def _arguments(raw: Any) -> str:
@@ -34,11 +37,10 @@ def _arguments(raw: Any) -> str:
 
 
 def _result_line(content: str) -> str:
-    text = one_line(content)
-    for tag in ("<tool_result", "</tool_result>"):
-        text = text.replace(tag, "")
-    failed = content.lstrip().startswith(_FAILED_STARTS)
-    return ("✗ " if failed else "→ ") + text.strip()
+    label = result_label(content)
+    status = _EXIT.match(label)
+    failed = label.startswith(_FAILED_STARTS) or bool(status and status.group(1) != "0")
+    return ("✗ " if failed else "→ ") + label
 
 
 def message_lines(message: dict[str, Any]) -> list[str]:
@@ -52,7 +54,7 @@ def message_lines(message: dict[str, Any]) -> list[str]:
             return ["[earlier conversation summarised]"]
         if isinstance(content, str) and content.startswith(PINNED_HEADER):
             return ["[pinned instructions]"]
-        return ["You: " + one_line(text_of(message) or "")]
+        return ["You: " + one_line(typed_with_labels(message) or text_of(message))]
     if role == "assistant":
         lines = []
         text = content if isinstance(content, str) else ""

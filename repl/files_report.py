@@ -1,25 +1,34 @@
 """What a session's tool calls did to the project's files, from its workspace marks: for
 ``--info ID --files`` (a path list per call, ``--diff`` for the diffs), ``--export ID
 --files`` and ``--search PATH --files`` (the sessions whose calls changed a path); and the
-workspace part of ``--doctor`` (sizes, the largest sessions; ``--repair`` collects now).
+workspace part of ``--doctor`` (sizes per project, the quota, the largest sessions;
+``--repair`` collects now).
 
 Read-only but for ``--doctor --repair``: nothing here writes the project.
 """
 
 from __future__ import annotations
 
-import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 from actors.core.config import Settings
-from actors.core.errors import StorageError
+from actors.core.errors import HarnessError, StorageError
 from actors.store import Store, export_session, is_sqlite_url, open_store, to_markdown
-from actors.workspace import ObjectStore, open_objects
-from actors.workspace._calls import call_lines, calls_changing_files
-from actors.workspace._diff import Trees, diff, unified
-from actors.workspace._housekeeping import collect, report, size
+from actors.workspace import (
+    ObjectStore,
+    call_lines,
+    calls_changing_files,
+    calls_json,
+    collect,
+    open_objects,
+    quota_for,
+    report,
+)
+from repl.interactive.sanitize import json_text
+from repl.listing import ago
 
 
 def _open(memory_dir: Path, store: Store) -> ObjectStore:
@@ -35,18 +44,8 @@ def show_files(store: Store, session_id: str, *, memory_dir: Path, with_diff: bo
     try:
         calls = calls_changing_files(objects, session_id)
         if as_json:
-            items = []
-            trees = Trees(objects)
-            for call in calls:
-                item = call.as_json()
-                if with_diff:
-                    item["diff"] = "".join(
-                        unified(trees, c) for c in diff(trees, call.before, call.mark.root)
-                        if not c.is_dir)
-                items.append(item)
-            json.dump({"session_id": session_id, "calls": items}, out, ensure_ascii=False,
-                      indent=2)
-            out.write("\n")
+            items = calls_json(calls, objects if with_diff else None)
+            out.write(json_text({"session_id": session_id, "calls": items}, indent=2) + "\n")
         else:
             print("\n".join(call_lines(calls, objects if with_diff else None)), file=out)
     finally:
@@ -70,9 +69,8 @@ def export_with_files(store: Store, session_id: str, *, memory_dir: Path, fmt: s
         for line in call_lines(calls)[1:] or ["none recorded."]:
             out.write(line + "\n")
     else:
-        json.dump({**record, "files_changed": [c.as_json() for c in calls]}, out,
-                  ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text({**record, "files_changed": [c.as_json() for c in calls]},
+                            indent=2) + "\n")
     return 0
 
 
@@ -91,16 +89,25 @@ def search_path(store: Store, path: str, *, memory_dir: Path, as_json: bool,
         if listed["id"] in found:
             sessions.append({**listed, "calls_changing_path": found[listed["id"]]})
     if as_json:
-        json.dump(sessions, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(sessions, indent=2) + "\n")
     elif not sessions:
         print(f"No session's tool calls changed {path}.", file=out)
     else:
         for item in sessions:
             calls = item["calls_changing_path"]
-            print(f"{item['id']} | {item.get('title', '')} | {item['updated_at']} | "
+            print(f"{item['id']} | {item.get('title', '')} | {ago(item['updated_at'])} | "
                   f"{calls} call{'s' if calls != 1 else ''} changed {path}", file=out)
     return 0
+
+
+def _project_of(store: Store) -> Callable[[str], str]:
+    def project_of(session_id: str) -> str:
+        try:
+            return store.info(session_id).project_root
+        except HarnessError:
+            return ""
+
+    return project_of
 
 
 def doctor_snapshots(settings: Settings, *, repair: bool, out: TextIO | None = None) -> int:
@@ -118,12 +125,9 @@ def doctor_snapshots(settings: Settings, *, repair: bool, out: TextIO | None = N
                 if repair:
                     done = collect(objects, store.exists,
                                    retention_days=settings.snapshot_retention_days)
-                    print(f"Workspace snapshots collected: {done.sessions_gone} deleted "
-                          f"session(s), {done.marks_expired} snapshot(s) older than "
-                          f"{settings.snapshot_retention_days:g} days, "
-                          f"{done.collected.deleted} objects "
-                          f"({size(done.collected.freed_bytes)}).", file=out)
-                for line in report(objects, store.exists).lines():
+                    print(done.line(settings.snapshot_retention_days), file=out)
+                for line in report(objects, store.exists, _project_of(store),
+                                   quota_for(settings.snapshot_quota_bytes, 0)).lines():
                     print(line, file=out)
             finally:
                 objects.close()

@@ -19,7 +19,9 @@ line as things happen, the same result object last. Every object has a ``type``:
                   counter after it), ``tool_calls`` (each ``id``, ``name``, ``arguments``,
                   ``ok``, ``result``), ``model``
 
-The reasoning of thinking models is never printed, as in text mode. Diagnostics still go to
+The reasoning of thinking models is never printed, as in text mode. Terminal controls in any
+string (``\u001b``, ``\u009b``, ``\u202e``) are written as JSON escapes: the same data, never
+acted on by a terminal (:func:`~repl.interactive.sanitize.json_text`). Diagnostics still go to
 stderr as in text mode; stdout holds only JSON. The exit status is text mode's (0 answered,
 1 otherwise, 2 a usage mistake before the run).
 """
@@ -44,6 +46,7 @@ from actors.core.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from repl.interactive.sanitize import json_text
 
 FORMATS = ("text", "json", "stream-json")
 
@@ -69,13 +72,14 @@ class JsonOutput:
     started: float = field(default_factory=time.monotonic)
 
     def _emit(self, payload: dict[str, Any]) -> None:
-        self.out.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        self.out.write(json_text(payload) + "\n")
         self.out.flush()
 
     def event(self, event: Event) -> None:
         payload: dict[str, Any] | None = None
         if isinstance(event, SessionOpened):
             self.session_id = event.session_id
+            self.model = event.model or self.model
             payload = {"type": "session", "session_id": event.session_id,
                        "resumed": event.resumed, "model": self.model}
         elif isinstance(event, TextDelta):
@@ -99,7 +103,7 @@ class JsonOutput:
                                         "result": event.preview})
             payload = {"type": "tool_result", "id": event.call_id, "name": event.name,
                        "ok": event.ok, "result": event.preview}
-        elif isinstance(event, ApprovalRequest):
+        elif isinstance(event, ApprovalRequest) and not event.approved:
             payload = {"type": "approval_denied", "tool": event.tool,
                        "description": event.description}
         elif isinstance(event, Notice):

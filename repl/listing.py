@@ -1,10 +1,10 @@
 """Sessions as people scan them: relative times, aligned columns, titles and clean previews.
 
 One row per session: id, when it was last updated ("3 h ago"), how many messages it holds,
-its status, the project (with ``--all``), the title and a one-line preview of the latest
-thing typed (or the summary written since). ``--list-sessions``, ``\\sessions`` and the
-resume picker all use these functions; ``--json`` prints the store's entries unchanged.
-Pure functions (the clock is a parameter).
+its status, the project (with ``--all``), the title (after ``↳ fork of ID at N`` for a
+fork) and a one-line preview of the latest thing typed (or the summary written since).
+``--list-sessions``, ``\\sessions`` and the resume picker all use these functions;
+``--json`` prints the store's entries unchanged. Pure functions (the clock is a parameter).
 """
 
 from __future__ import annotations
@@ -30,11 +30,14 @@ def parse_time(text: str) -> datetime | None:
 
 
 def ago(text: str, now: datetime | None = None) -> str:
-    """``just now``, ``12 min ago``, ``3 h ago``, ``yesterday``, ``5 days ago``, or the date."""
+    """``just now``, ``12 min ago``, ``3 h ago``, ``yesterday``, ``5 days ago``, or the local
+    date (``2026-11-03``) from 30 days on (or for a time to come: another machine's clock)."""
     moment = parse_time(text)
     if moment is None:
         return text
     seconds = ((now or datetime.now(UTC)) - moment).total_seconds()
+    if seconds < -60:
+        return moment.astimezone().date().isoformat()
     if seconds < 60:
         return "just now"
     if seconds < 3600:
@@ -46,7 +49,22 @@ def ago(text: str, now: datetime | None = None) -> str:
         return "yesterday"
     if days < 30:
         return f"{days} days ago"
-    return moment.date().isoformat()
+    return moment.astimezone().date().isoformat()
+
+
+def local_time(text: str) -> str:
+    """A stored timestamp in this machine's time zone, to the minute: ``2026-11-03 14:02``."""
+    moment = parse_time(text)
+    return text if moment is None else moment.astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def when(text: str, now: datetime | None = None) -> str:
+    """A timestamp for people: ``3 h ago (2026-12-01 14:02)`` while recent, the local date
+    and time after (as ``--info`` shows them)."""
+    relative, exact = ago(text, now), local_time(text)
+    if relative in (exact[:10], text):  # an old one (or not a timestamp): the date says it
+        return exact
+    return f"{relative} ({exact})"
 
 
 def project_name(root: str, home: str | None = None) -> str:
@@ -85,6 +103,16 @@ def lineage(item: Mapping[str, Any]) -> str:
     return f"fork of {parent}" + (f" at message {at}" if at else "")
 
 
+def fork_mark(item: Mapping[str, Any]) -> str:
+    """``↳ fork of ID at N`` (or ``↳ fork of ID``, a whole copy), "" for no fork: what marks
+    a fork in every list, before its title (which is its parent's at first)."""
+    parent = item.get("parent_id")
+    if not parent:
+        return ""
+    at = item.get("fork_point")
+    return f"↳ fork of {parent}" + (f" at {at}" if at else "")
+
+
 def _cut(text: str, width: int) -> str:
     if width <= 0:
         return ""
@@ -116,7 +144,7 @@ def table(
                 name = names[root] = project_name(root, home)
             cells.append(name if len(name) <= 32 else "…" + name[-31:])  # the end says most
         rows.append(cells)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     prefix = "  " if mark is not None else ""
 
     def line(cells: list[str], rest: str, star: bool) -> str:
@@ -133,15 +161,20 @@ def table(
             rest = f"{title} · {preview if width is not None else _cut(preview, 100)}"
         else:
             rest = title
+        forked = fork_mark(item)
+        if forked:
+            rest = f"{forked} · {rest}"
         lines.append(line(cells, rest, mark is not None and item["id"] == mark))
     return lines
 
 
 def terminal_width() -> int | None:
-    """The terminal's width when stdout is one (None for a pipe or a file)."""
+    """The terminal's width when stdout is one (None for a pipe, a file, or a terminal that
+    reports 0 columns, as under ``script`` and some editors' terminals: unknown)."""
     try:
         if not os.isatty(1):
             return None
-        return os.get_terminal_size(1).columns
+        columns = os.get_terminal_size(1).columns
     except OSError:
         return None
+    return columns if columns > 0 else None

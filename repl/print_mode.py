@@ -20,7 +20,6 @@ import sys
 from typing import TextIO
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.core.config import Settings
 from actors.core.events import (
@@ -31,48 +30,38 @@ from actors.core.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from actors.runtime.supervisor import Supervisor, TurnResult
+from actors.runtime.supervisor import TurnResult
 from actors.store import Store
 from repl.headless import JsonOutput
 from repl.interactive.render import preview, readable_arguments
-from repl.interactive.sanitize import sanitize
+from repl.interactive.sanitize import safe_for
+from repl.session_run import Handler, open_session
 from repl.signals import run_signals
 
-DRAIN_SECONDS = 1
 
+def _handler(err: TextIO, mode: str, output: JsonOutput | None) -> Handler:
+    """What print mode does with each event: diagnostics on stderr, the JSON objects, and
+    every approval denied."""
 
-async def _report(
-    events: MemoryObjectReceiveStream[Event],
-    err: TextIO,
-    mode: str,
-    drained: anyio.Event,
-    output: JsonOutput | None = None,
-) -> None:
-    try:
-        async with events:
-            async for event in events:
-                _show(event, err)
-                if output is not None:
-                    output.event(event)
-                if isinstance(event, ApprovalRequest):
-                    print(_safe(f"[denied] {event.description} (print mode cannot ask; "
-                                f"--mode {mode} requires approval)", err), file=err)
-                    async with event.reply:
-                        await event.reply.send(False)
-    finally:
-        drained.set()
+    async def handle(event: Event) -> None:
+        nonlocal mode
+        _show(event, err)
+        if output is not None:
+            output.event(event)
+        if isinstance(event, SessionOpened) and event.mode:
+            mode = event.mode  # a resumed session's own
+        if isinstance(event, ApprovalRequest):
+            if not event.approved:  # (one the mode approved is only shown)
+                print(_safe(f"[denied] {event.description} (print mode cannot ask; "
+                            f"--mode {mode} requires approval)", err), file=err)
+            async with event.reply:
+                await event.reply.send(event.approved)
 
-
-def _is_tty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
+    return handle
 
 
 def _safe(text: str, stream: TextIO) -> str:
-    """``text`` as it may be written to ``stream``: sanitised for a terminal, else exact."""
-    return sanitize(text) if _is_tty(stream) else text
+    return safe_for(stream, text)
 
 
 def _show(event: Event, err: TextIO) -> None:
@@ -102,23 +91,16 @@ async def run_print_mode(
 ) -> int:
     output = (JsonOutput(out, stream=output_format == "stream-json", model=settings.model)
               if output_format != "text" else None)
-    send, receive = anyio.create_memory_object_stream[Event](256)
     result: TurnResult | None = None
-    drained = anyio.Event()
+    session_id = ""
+    handle = _handler(err, settings.mode.value, output)
     async with run_signals() as signals:
         with signals.scope:  # SIGTERM, SIGHUP, SIGQUIT, SIGUSR1: stop; the shutdown saves
-            async with Supervisor.open(
-                settings, store, events=send, resume=resume, continue_latest=continue_latest
-            ) as sup, anyio.create_task_group() as tg:
-                signals.on_interrupt = sup.abort  # SIGINT aborts the turn (else stops)
-                tg.start_soon(_report, receive, err, settings.mode.value, drained, output)
-                try:
-                    result = await sup.run_turn(prompt)
-                finally:
-                    send.close()  # the events sent so far are still shown (a notice of the end)
-                    with anyio.move_on_after(DRAIN_SECONDS, shield=True):
-                        await drained.wait()
-                    tg.cancel_scope.cancel()
+            async with open_session(settings, store, handle, resume=resume,
+                                    continue_latest=continue_latest) as session:
+                signals.on_interrupt = session.sup.abort  # SIGINT aborts the turn (else stops)
+                session_id = session.sup.session_id
+                result = await session.sup.run_turn(prompt)
     if result is None:  # the run was stopped before the turn ended
         by = signals.stopped_by.name if signals.stopped_by is not None else "a signal"
         result = TurnResult("interrupted", f"stopped by {by}")
@@ -130,7 +112,11 @@ async def run_print_mode(
                 print(_safe(result.text, out), file=out, flush=True)
             return 0
         label = "Interrupted" if result.outcome == "interrupted" else "Turn failed"
-        print(_safe(f"harness: {label}: {result.text}", err), file=err, flush=True)
+        line = f"harness: {label}: {result.text}"
+        if session_id and resume is None and not continue_latest \
+                and not await anyio.to_thread.run_sync(store.exists, session_id):
+            line += f" (nothing was answered, so session {session_id} was not kept)"
+        print(_safe(line, err), file=err, flush=True)
     except OSError:  # the terminal is gone (SIGHUP): the session is saved all the same
         pass
     return 1

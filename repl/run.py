@@ -1,7 +1,8 @@
-"""Running the agent: print mode (``-p``, or a prompt piped on stdin) or the interactive REPL.
+"""Running the agent: print mode (``-p``, or a prompt piped on stdin), the ACP agent
+(``--acp``) or the interactive REPL.
 
-The event loop is asyncio by default (prompt_toolkit needs it); print mode also runs on trio
-when ``AGENT_HARNESS_BACKEND=trio`` (the tests run both).
+The event loop is asyncio by default (prompt_toolkit needs it, and the ACP SDK); print mode
+also runs on trio when ``AGENT_HARNESS_BACKEND=trio`` (the tests run both).
 """
 
 from __future__ import annotations
@@ -83,14 +84,19 @@ async def compact_session(settings: Settings, store: Store, session_id: str) -> 
 
 
 def run_agent(args: argparse.Namespace, settings: Settings, lazy_store: LazyStore) -> int:
-    """Print mode, ``--compact`` or the interactive REPL; the store is open already but for
-    a new session's REPL, which opens it after its first prompt (repl/lazy_store.py)."""
+    """Print mode, ``--acp``, ``--compact`` or the interactive REPL; the store is open already
+    but for a new session's REPL, which opens it after its first prompt (repl/lazy_store.py)."""
     output_format = args.output_format or "text"
     if not settings.sandbox_dir.is_dir():
         raise UsageError(f"--sandbox-dir {settings.sandbox_dir} is not a directory.")
     problem = base_url_problem(settings.base_url)  # a URL nothing could answer at
     if problem is not None:
         raise UsageError(problem)
+    if args.acp:
+        from repl.acp.serve import run_acp
+
+        startup.resume()
+        return run_acp(settings, lazy_store.writable())
     if args.compact_id:
         import anyio
 

@@ -10,7 +10,6 @@ Each function prints to stdout and returns the exit status; user mistakes raise
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any, TextIO
 
 from actors.core.budget import UsageTotals
 from actors.core.errors import StorageError, UsageError
-from actors.core.previews import one_line
+from actors.core.previews import clean_title, one_line
 from actors.store import (
     SessionInfo,
     Store,
@@ -30,6 +29,7 @@ from actors.store import (
 )
 from repl import listing
 from repl.exchanges import exchange_lines
+from repl.interactive.sanitize import json_text
 
 INFO_RECENT = 8  # messages ``--info`` ends with
 
@@ -40,16 +40,16 @@ def list_sessions(
     include_archived: bool,
     as_json: bool,
     project_root: str | None = None,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     """``--list-sessions``: this project's sessions (every project's when ``project_root``
     is None, with a project column), most recent first; sessions nobody typed in are left
     out."""
+    out = out or sys.stdout
     sessions = store.list_sessions(include_archived=include_archived, project_root=project_root,
                                    include_empty=False)
     if as_json:
-        json.dump(sessions, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(sessions, indent=2) + "\n")
     elif not sessions:
         where = " for this project (--all lists every project's)" if project_root else ""
         print(f"No saved sessions{where}.", file=out)
@@ -67,15 +67,15 @@ def search_sessions(
     include_archived: bool,
     as_json: bool,
     project_root: str | None = None,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
+    out = out or sys.stdout
     if not query.strip():
         raise UsageError("--search needs some words to look for.")
     results = store.search_sessions(query, include_archived=include_archived,
                                     project_root=project_root)
     if as_json:
-        json.dump(results, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(results, indent=2) + "\n")
     elif not results:
         where = " in this project (--all searches every project)" if project_root else ""
         print(f"No session matches {query!r}{where}.", file=out)
@@ -128,8 +128,8 @@ def describe(
         f"Title:        {info.title or '(none)'}"
         + (f"  ({info.title_source})" if info.title_source in ("provisional", "model") else ""),
         f"Status:       {info.status}" + ("  (archived)" if info.archived else ""),
-        f"Created:      {info.created_at}",
-        f"Updated:      {info.updated_at} ({listing.ago(info.updated_at)})",
+        f"Created:      {listing.when(info.created_at)}",
+        f"Updated:      {listing.when(info.updated_at)}",
         f"Project:      {info.project_root or '(unknown)'}",
     ]
     if info.parent_id:
@@ -144,7 +144,8 @@ def describe(
     if info.compactions:
         last = info.compactions[-1]
         compactions += (
-            f" (last: {last['before_tokens']} -> {last['after_tokens']} tokens, {last['at']})"
+            f" (last: {last['before_tokens']} -> {last['after_tokens']} tokens, "
+            f"{listing.when(str(last['at']))})"
         )
     lines.append(compactions)
     lines.append(f"Usage:        {usage_line(info.state)}")
@@ -160,47 +161,62 @@ def describe(
 
 
 def show_info(
-    store: Store, session_id: str, *, as_json: bool, out: TextIO = sys.stdout
+    store: Store, session_id: str, *, as_json: bool, out: TextIO | None = None
 ) -> int:
+    out = out or sys.stdout
     info = store.info(session_id)
     if as_json:
-        json.dump(info.__dict__, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(info.__dict__, indent=2) + "\n")
     else:
         recent = store.recent_messages(session_id, INFO_RECENT)
         print("\n".join(describe(info, recent)), file=out)
     return 0
 
 
-def rename(store: Store, session_id: str, title: str, out: TextIO = sys.stdout) -> int:
-    store.update(session_id, title=title.strip())
-    print(f"Renamed {session_id}: {title.strip()}", file=out)
+def rename(store: Store, session_id: str, title: str, out: TextIO | None = None) -> int:
+    cleaned = clean_title(title)
+    if not cleaned:
+        raise UsageError("The title is empty.")
+    store.update(session_id, title=cleaned)
+    print(f"Renamed {session_id}: {cleaned}", file=out or sys.stdout)
     return 0
 
 
 def fork(
-    store: Store, session_id: str, at: int | None = None, out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
+    store: Store, session_id: str, at: int | None = None, *, as_json: bool = False,
+    out: TextIO | None = None,
 ) -> int:
-    """``--fork ID [--at N]``: the new id on stdout; where it was cut on stderr."""
+    """``--fork ID [--at N]``: what was made (``--json``: its id, parent and fork point)."""
+    out = out or sys.stdout
     new_id = store.fork(session_id, at)
-    print(new_id, file=out)
     info = store.info(new_id)
-    if at is not None and info.fork_point != at:
-        print(f"harness: message {at} is a tool call; the fork keeps its results too, up to "
-              f"message {info.fork_point}.", file=err)
+    if as_json:
+        out.write(json_text({"id": new_id, "parent_id": session_id,
+                             "fork_point": info.fork_point}) + "\n")
+        return 0
+    if at is None:
+        made = f"Forked {session_id} into {new_id} (a whole copy)"
+    else:
+        made = (f"Forked {session_id} at message {info.fork_point} into {new_id} (its "
+                f"messages 1 to {info.fork_point})")
+        if info.fork_point != at:
+            made += (f"; message {at} is a tool call, so the fork keeps its results too, up "
+                     f"to message {info.fork_point}")
+    print(f"{made}. harness -r {new_id} resumes it.", file=out)
     return 0
 
 
 def set_archived(
-    store: Store, session_id: str, archived: bool, out: TextIO = sys.stdout
+    store: Store, session_id: str, archived: bool, out: TextIO | None = None
 ) -> int:
+    out = out or sys.stdout
     store.update(session_id, archived=archived)
     print(f"{'Archived' if archived else 'Unarchived'} {session_id}.", file=out)
     return 0
 
 
-def delete(store: Store, session_id: str, *, yes: bool, out: TextIO = sys.stdout) -> int:
+def delete(store: Store, session_id: str, *, yes: bool, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     if not yes:
         raise UsageError(
             f"Deleting session '{session_id}' cannot be undone; add --yes to confirm."
@@ -211,37 +227,38 @@ def delete(store: Store, session_id: str, *, yes: bool, out: TextIO = sys.stdout
 
 
 def export(
-    store: Store, session_id: str, *, fmt: str, out: TextIO = sys.stdout
+    store: Store, session_id: str, *, fmt: str, out: TextIO | None = None
 ) -> int:
+    out = out or sys.stdout
     if fmt == "atif":
         from actors.store import to_atif
 
-        json.dump(to_atif(store, session_id), out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(to_atif(store, session_id), indent=2) + "\n")
         return 0
     record = export_session(store, session_id)
     if fmt == "markdown":
         out.write(to_markdown(record))
     else:
-        json.dump(record, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        out.write(json_text(record, indent=2) + "\n")
     return 0
 
 
 def import_(
-    store: Store, paths: Sequence[str], out: TextIO = sys.stdout, err: TextIO = sys.stderr
+    store: Store, paths: Sequence[str], out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     """Import files and directories (the harness's records and other agents' sessions, told
     apart by content: :mod:`actors.store.peers`); report each, status 2 if any could not be
     imported."""
     from actors.store.peers import import_sessions
 
+    out = out or sys.stdout
+    err = err or sys.stderr
     walked = import_sessions(store, *paths)
     failed = 0
     for result in walked.results:
         if result.error:
             failed += 1
-            print(f"Skipped {result.error}", file=err)
+            print(f"harness: skipped {result.error}", file=err)
         elif result.left_out:
             print(f"Left out {result.source}: {result.left_out}", file=out)
         elif result.skipped:
@@ -257,13 +274,14 @@ def import_(
 
 
 def doctor(
-    memory_dir: Path, *, repair: bool, store_url: str | None = None, out: TextIO = sys.stdout
+    memory_dir: Path, *, repair: bool, store_url: str | None = None, out: TextIO | None = None
 ) -> int:
     """``--doctor [--repair]``: 0 when nothing serious is (left) wrong, else 1.
 
     A busy, locked or live store is never moved aside: a repair that must replace the file
     runs only when no other process has the store open (see actors/store/sqlite/doctor.py).
     """
+    out = out or sys.stdout
     from actors.store.sqlite import doctor as checks
 
     if store_url is not None and not is_sqlite_url(store_url):
@@ -309,10 +327,11 @@ def doctor(
     return 0 if ok else 1
 
 
-def doctor_shared(memory_dir: Path, url: str, *, repair: bool, out: TextIO = sys.stdout) -> int:
+def doctor_shared(memory_dir: Path, url: str, *, repair: bool, out: TextIO | None = None) -> int:
     """``--doctor`` with a PostgreSQL store: what can be checked from here (the connection,
     the schema, the sessions and who runs them, every saved context's tool-call ids and
     pairing); the page-level checks are the server's. 1 when a context is not sendable."""
+    out = out or sys.stdout
     if repair:
         raise UsageError(
             "--doctor --repair works on the SQLite store only; PostgreSQL checks and repairs "

@@ -71,7 +71,8 @@ async def running(
                 async for event in receive:
                     recorder.record(event)
                     if isinstance(event, ApprovalRequest):
-                        recorder.approvals.append(event.description)
+                        if not event.approved:  # a question (else shown only: its answer
+                            recorder.approvals.append(event.description)  # is no decision)
                         async with event.reply:
                             await event.reply.send(recorder.approve)
                     if recorder.on_event is not None:

@@ -57,7 +57,7 @@ def test_a_session_with_tools_and_a_fork_exports_as_valid_atif(
         first = run("-p", "what do the notes say?", "--base-url", server.base_url,
                     "--price-in", "1", "--price-out", "2", "--output-format", "json")
         session = json.loads(first.stdout)["session_id"]
-        fork = run("--fork", session, "--at", "4").stdout.strip()
+        fork = json.loads(run("--fork", session, "--at", "4", "--json").stdout)["id"]
         run("--resume", fork, "-p", "and in the fork?", "--base-url", server.base_url,
             "--price-in", "1", "--price-out", "2")
     exported = json.loads(run("--export", session, "--format", "atif").stdout)

@@ -119,7 +119,41 @@ def test_previews_never_show_the_internal_wrappers(
         assert "session_context_data" not in out and "untrusted data" not in out, args
     listed = rows(ok(harness("--list-sessions", memory_dir=memory_dir)))
     assert {r[0] for r in listed} == {sid, fork}
-    assert all(r[4] == "Fix the flaky test" for r in listed)  # a fork's preview too
+    assert all(r[4].split(" · ")[-1] == "Fix the flaky test" for r in listed)  # a fork's too
+
+
+ATTACHED = [
+    {"role": "system", "content": "You are a coding agent: the whole long system prompt."},
+    {"role": "user", "content": 'look at @a.py please\n\n<attached_file path="a.py">\n'
+     "SECRET_FILE_BODY\n</attached_file>", "shown": "look at @a.py please"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}]},
+    {"role": "tool", "tool_call_id": "c1",
+     "content": '<tool_result name="read_file">\n     1\tprint(1)\n     2\tmore\n</tool_result>'},
+    {"role": "assistant", "content": "It prints 1."},
+]
+
+
+def test_human_views_show_attachments_and_results_as_labels(
+    harness: Any, stores: Stores, memory_dir: Path, project: Path
+) -> None:
+    store = stores.open(memory_dir)
+    sid = store.create_session(messages=ATTACHED, project_root=str(project))
+    store.ensure_summary(sid)
+    info = ok(harness("--info", sid, memory_dir=memory_dir))
+    markdown = ok(harness("--export", sid, "--format", "markdown", memory_dir=memory_dir))
+    for shown in (info, markdown):
+        assert "look at @a.py please [attached: a.py]" in shown
+        assert "1 print(1) (+1 line)" in shown
+        for hidden in ("<attached_file", "SECRET_FILE_BODY", "<tool_result", "</tool_result>",
+                       "whole long system prompt"):
+            assert hidden not in shown, (hidden, shown)
+    assert "**[1] system prompt**" in markdown
+    assert re.search(r"Created:      just now \(\d{4}-\d\d-\d\d \d\d:\d\d\)", info)
+    assert "+00:00" not in info  # no raw timestamp
+    exported = json.loads(ok(harness("--export", sid, memory_dir=memory_dir)))
+    assert exported["transcript"] == ATTACHED  # the JSON export keeps everything
 
 
 def test_search_info_rename_with_prefixes(
@@ -169,8 +203,19 @@ def test_fork_at_a_message_with_lineage_and_its_own_cost(
     sid = store.create_session(messages=messages, project_root=str(project))
     store.update(sid, state={"total_cost_usd": 0.5, "calls": 3})
     result = harness("--fork", sid[:4], "--at", "3", memory_dir=memory_dir)
-    fork = ok(result).strip()
-    assert "keeps its results too, up to message 4" in result.stderr
+    said = ok(result).strip()
+    fork = said.split()[6]
+    assert said == (f"Forked {sid} at message 4 into {fork} (its messages 1 to 4); message 3 "
+                    "is a tool call, so the fork keeps its results too, up to message 4. "
+                    f"harness -r {fork} resumes it.")
+    assert result.stderr == ""
+    for listing in (ok(harness("--list-sessions", memory_dir=memory_dir)),
+                    ok(harness("--search", "read", memory_dir=memory_dir))):
+        [row] = [line for line in listing.splitlines() if line.startswith(fork)]
+        assert f"↳ fork of {sid} at 4 · " in row  # marked in every list
+    as_json = json.loads(ok(harness("--fork", sid, "--at", "4", "--json",
+                                    memory_dir=memory_dir)))
+    assert as_json["parent_id"] == sid and as_json["fork_point"] == 4
     info = ok(harness("--info", fork, memory_dir=memory_dir))
     assert f"Forked from:  {sid} at message 4" in info
     assert "0 model calls" in info and "$0.0000" in info
@@ -186,12 +231,15 @@ def test_fork_archive_unarchive_delete(
     harness: Any, stores: Stores, memory_dir: Path, two_sessions: tuple[str, str]
 ) -> None:
     first, _ = two_sessions
-    fork = ok(harness("--fork", first, memory_dir=memory_dir)).strip()
+    said = ok(harness("--fork", first, memory_dir=memory_dir)).strip()
+    fork = said.split()[3]
+    assert said == f"Forked {first} into {fork} (a whole copy). harness -r {fork} resumes it."
     assert len(fork) == 10 and fork != first
     assert stores.open(memory_dir).info(fork).parent_id == first
     ok(harness("--archive", first, memory_dir=memory_dir))
     listed = ok(harness("--list-sessions", memory_dir=memory_dir))
-    assert first not in listed
+    assert not any(line.startswith(first) for line in listed.splitlines())
+    assert f"↳ fork of {first} · " in listed  # its fork says where it came from
     assert "saved, archived" in ok(harness("--list-sessions", "--include-archived",
                                            memory_dir=memory_dir))
     ok(harness("--unarchive", first, memory_dir=memory_dir))
@@ -237,7 +285,7 @@ def test_export_json_and_markdown_then_import(
         (("--compact-threshold", "nan"), "expected a fraction such as 0.8"),
         (("--yes",), "--yes only confirms --delete"),
         (("--search", "  "), "needs some words"),
-        (("--json",), "--json goes with --list-sessions, --search, --info or --rewind"),
+        (("--json",), "--json goes with --list-sessions, --search, --info, --fork or --rewind"),
         (("--format", "markdown"), "--format goes with --export"),
         (("--include-archived",), "--include-archived goes with --list-sessions or --search"),
         (("--all",), "--all goes with --list-sessions"),
@@ -246,6 +294,11 @@ def test_export_json_and_markdown_then_import(
         (("-p", "x", "y"), "Give the prompt once"),
         (("--output-format", "json", "--list-sessions"), "--output-format goes with -p"),
         (("-r", "abc", "-c"), "Use either --resume or --continue"),
+        (("--import", "/nonexistent.json"), "harness: skipped /nonexistent.json: no such file"),
+        (("--to", "3"), "harness: --to goes with --rewind ID."),
+        (("--acp", "-p", "x"), "--acp serves an editor, which picks the sessions; it cannot be "
+                               "combined with a prompt"),
+        (("--acp", "--list-sessions"), "cannot be combined with --list-sessions"),
     ],
 )
 def test_user_mistakes_exit_2_with_one_line(

@@ -13,7 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.core.budget import ContextEstimator, estimate_message, estimate_messages
+from actors.core.budget import (
+    ContextEstimator,
+    estimate_message,
+    estimate_messages,
+    estimate_tools,
+)
 from actors.core.compaction import (
     PINNED_HEADER,
     SUMMARY_CLOSE,
@@ -26,7 +31,6 @@ from actors.core.compaction import (
 from actors.core.events import CompactionState, Notice, TextDelta
 from actors.core.messages import encode, pairing_problems, shape_of
 from actors.core.stored import StoredMessages
-from actors.runtime.supervisor import TOOL_SCHEMA_TOKENS
 from actors.store import SessionStore
 from actors.testing.scripted_server import (
     Fail,
@@ -35,6 +39,7 @@ from actors.testing.scripted_server import (
     ToolCall,
     tool_pairing_errors,
 )
+from actors.tools import tool_schemas
 from tests.runtime import running, settings_for
 
 LONG = "This answer goes into detail. " * 40  # ~300 tokens
@@ -333,14 +338,14 @@ async def test_nothing_older_means_no_compaction(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_an_oversized_turn_stops_before_the_request(tmp_path: Path) -> None:
     responder = Responder([Reply(LONG)])
+    budget = estimate_tools(tool_schemas()) + 2000
     with ScriptedServer(responder) as server:
-        settings_ = settings_for(tmp_path, server.base_url,
-                                 max_context_tokens=TOOL_SCHEMA_TOKENS + 2000)
+        settings_ = settings_for(tmp_path, server.base_url, max_context_tokens=budget)
         async with running(settings_) as (sup, _):
             assert (await sup.run_turn("first")).ok
             result = await sup.run_turn("huge paste: " + "x" * 20_000)
     assert result.outcome == "failed"
-    assert f"exceeds --max-context-tokens ({TOOL_SCHEMA_TOKENS + 2000})" in result.text
+    assert f"more than --max-context-tokens ({budget:,}) holds" in result.text
     assert len(responder.chat_bodies) == 1  # the oversized request was never sent
 
 

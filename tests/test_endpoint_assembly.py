@@ -181,7 +181,8 @@ def test_reasoning_fields_are_kept_out_of_the_answer() -> None:
                         chunk({"reasoning_content": "Let me think. "}),
                         chunk({"content": "", "reasoning": "More."}),
                         chunk({"content": "Answer."}), chunk({}, "stop"))
-    assert assembly.message() == {"role": "assistant", "content": "Answer."}
+    assert assembly.message() == {"role": "assistant", "content": "Answer.",
+                                  "reasoning_content": "Let me think. More."}
     assert assembly.reasoning_text() == "Let me think. More."
 
 
@@ -217,10 +218,44 @@ def test_odd_shapes_are_ignored_not_fatal() -> None:
     assert assembly.answer_text() == "b" and assembly.finish_reason == "stop"
 
 
+# What llama.cpp 0c1e57098 streams with --reasoning-format none for Gemma 4, as checked on
+# the real server (tests/test_llamacpp_real.py), and the other families' inline blocks.
+@pytest.mark.parametrize(("pieces", "answer", "reasoning"), [
+    (["<|channel>", "thought\n", "The user", " wants an answer.", "<channel|>", "The answer",
+      " is 42."], "The answer is 42.", "The user wants an answer."),
+    (["<|channel>thought\nI should read<chan", "nel|>"], "", "I should read"),
+    (["[THINK]plan[/THINK]Hi"], "Hi", "plan"),
+    (["<seed:think>plan</seed:think>Hi"], "Hi", "plan"),
+    (["\u25c1think\u25b7plan\u25c1/think\u25b7Hi"], "Hi", "plan"),
+    (["<|START_THINKING|>plan<|END_THINKING|>Hi"], "Hi", "plan"),
+    (["<|channel|>analysis<|message|>plan<|end|>", "<|start|>assistant<|channel|>final",
+      "<|message|>Hi"], "Hi", "plan"),
+    (["<|channel|>analysis<|message|>plan<|end|>Hi"], "Hi", "plan"),
+    (["<|channel|>analysis<|message|>plan<|end|><|start|>"], "", "plan"),
+    (["A [THINK] in the answer stays."], "A [THINK] in the answer stays.", ""),
+    (["<|chan"], "<|chan", ""),  # the content ended before a tag could be told
+])
+def test_each_family_s_inline_reasoning(pieces: list[str], answer: str, reasoning: str) -> None:
+    assembly = assemble(*[chunk({"content": p}) for p in pieces], chunk({}, "stop"))
+    assert assembly.answer_text() == answer
+    assert assembly.reasoning_text() == reasoning
+
+
 @given(st.text(alphabet="ab<>/thinkT \n", max_size=40), st.lists(st.integers(1, 6), max_size=12))
 def test_the_split_does_not_depend_on_how_the_content_is_cut(
     text: str, cuts: list[int]
 ) -> None:
+    split_anyhow(text, cuts)
+
+
+@given(st.text(alphabet="a<|>channel thought\n[]THINK/", max_size=40),
+       st.lists(st.integers(1, 6), max_size=12))
+def test_other_families_split_the_same_however_cut(text: str, cuts: list[int]) -> None:
+    split_anyhow(text, cuts)
+
+
+def split_anyhow(text: str, cuts: list[int]) -> None:
+    """The split of ``text`` cut at ``cuts`` is the split of it whole."""
     def run(pieces: list[str]) -> tuple[str, str]:
         splitter = ThinkSplitter()
         out = [p for piece in pieces for p in splitter.feed(piece)] + splitter.finish()

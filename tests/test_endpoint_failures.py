@@ -9,6 +9,7 @@ import socket
 import pytest
 
 from actors.core.errors import (
+    ContextExceeded,
     EndpointTimeout,
     EndpointUnreachable,
     InvalidResponse,
@@ -76,8 +77,22 @@ async def test_an_error_sent_in_the_stream_is_retried_then_reported(flavour: Fla
     assert len(retries) == 4 and "attempt 5 of 5" in retries[-1]
 
 
-@pytest.mark.parametrize("flavour", [LlamaCpp(), LlamaCpp(legacy_errors=True), VLLM()],
-                         ids=["llama.cpp", "llama.cpp-error-field", "vllm"])
+async def test_llama_cpp_refuses_a_prompt_over_its_context_before_the_stream() -> None:
+    """What llama.cpp 0c1e57098 really does (checked on the real server): HTTP 400 with
+    exceed_context_size_error and the counts; the hint uses them."""
+    with ScriptedServer([], flavour=LlamaCpp(n_ctx=5)) as server:
+        asked = await ask_once(server.base_url)
+    assert isinstance(asked.outcome.error, ContextExceeded) and asked.sleeps == []
+    assert asked.outcome.error.context == 5 and asked.outcome.error.prompt_tokens
+    assert f"request ({asked.outcome.error.prompt_tokens} tokens)" in str(asked.outcome.error)
+    text = assert_one_line(asked)
+    assert "HTTP 400: request (" in text and "exceeds the available context size (5 tokens)" \
+        in text
+    assert "--max-context-tokens" in text
+
+
+@pytest.mark.parametrize("flavour", [LlamaCpp(legacy_errors=True), VLLM()],
+                         ids=["llama.cpp-error-field", "vllm"])
 async def test_a_refusal_in_the_stream_is_not_retried(flavour: Flavour) -> None:
     model = VLLM_MODEL if isinstance(flavour, VLLM) else "gemma4"
     step = StreamError(1, 400, "the request exceeds the available context size")
@@ -168,7 +183,7 @@ async def test_5xx_is_retried_five_times_with_backoff() -> None:
         "crashed.")
 
 
-async def test_429_honours_retry_after_but_not_past_the_timeout() -> None:
+async def test_429_honours_retry_after_but_not_an_hour_of_it() -> None:
     with ScriptedServer([Fail(429, "slow down", retry_after=3), Reply("ok"),
                          Fail(429, "come back tomorrow", retry_after=86400)]) as server:
         first, second = await ask_model(server.base_url, requests=2)
@@ -179,7 +194,7 @@ async def test_429_honours_retry_after_but_not_past_the_timeout() -> None:
 
 
 @pytest.mark.parametrize(("flavour", "model", "hint"), [
-    (LlamaCpp(jinja=False), "gemma4", "Restart llama-server with --jinja"),
+    (LlamaCpp(jinja=False), "gemma4", "Restart llama-server without --no-jinja"),
     (VLLM(auto_tool_choice=False), VLLM_MODEL, "--enable-auto-tool-choice --tool-call-parser"),
     (Ollama(tools_supported=False), "gemma4", "supports tool calls"),
 ], ids=["llama.cpp-without-jinja", "vllm-without-auto-tool-choice", "ollama-no-tools"])
@@ -266,13 +281,13 @@ async def test_a_bad_url_fails_at_once_with_the_fix(url: str, expected: str) -> 
     assert expected in assert_one_line(asked)
 
 
-async def test_a_hanging_endpoint_is_cut_at_the_timeout() -> None:
+async def test_a_stream_that_stalls_is_cut_after_llm_timeout_of_silence() -> None:
     with ScriptedServer([Hang(after_chunks=1)]) as server:
         asked = await ask_once(server.base_url, llm_timeout=0.5)
     assert isinstance(asked.outcome.error, EndpointTimeout)
     assert assert_one_line(asked) == (
-        f"The model endpoint {server.base_url} gave no answer in time: no complete answer "
-        "within 0.5 s. Raise --llm-timeout if the model is slow.")
+        f"The model endpoint {server.base_url} gave no answer in time: the answer stopped "
+        "for 0.5 s: after 1 chunk. Raise --llm-timeout if the model pauses that long.")
 
 
 # --------------------------------------------------------------------------- the actor lives
@@ -294,3 +309,14 @@ async def test_an_unexpected_exception_is_an_outcome_too() -> None:
         asked = await ask_once(server.base_url, messages=[{"role": "user", "content": {1, 2}}])
     assert isinstance(asked.outcome.error, ModelError)
     assert "unexpected error (TypeError)" in assert_one_line(asked)
+
+
+async def test_a_redirect_of_an_http_endpoint_is_one_line_not_followed() -> None:
+    """An http:// endpoint's client speaks no TLS and follows no redirect (so it never
+    talks TLS unverified); the redirect is reported, not taken."""
+    with ScriptedServer([Garbage("", content_type="text/html", status=301)]) as server:
+        asked = await ask_once(server.base_url)
+    assert isinstance(asked.outcome.error, RequestRefused) and asked.sleeps == []
+    assert assert_one_line(asked) == (
+        f"The model endpoint {server.base_url} refused the request: HTTP 301: redirected "
+        "to ?. Check --base-url.")

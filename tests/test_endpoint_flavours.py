@@ -21,6 +21,7 @@ pytestmark = pytest.mark.anyio
 THINKING = "The user wants a file; I will write it and read it back."
 AFTER = "Both calls worked, so I can answer."
 CONTENT = "a > b && c < d"
+TAGS = ("<think>", "</think>", "<|channel>", "<channel|>")  # inline reasoning markup
 
 # (id, flavour, the model name the server knows)
 FLAVOURS: list[tuple[str, Callable[[], Flavour], str]] = [
@@ -33,6 +34,8 @@ FLAVOURS: list[tuple[str, Callable[[], Flavour], str]] = [
     ("ollama-inline-think", lambda: Ollama(thinking="inline"), "gemma4"),
     ("llama.cpp", LlamaCpp, "any-name"),
     ("llama.cpp-reasoning-none", lambda: LlamaCpp(reasoning_format="none"), "any-name"),
+    ("llama.cpp-reasoning-none-think",
+     lambda: LlamaCpp(reasoning_format="none", template="think"), "any-name"),
     ("llama.cpp-lone-close", lambda: LlamaCpp(reasoning_format="lone-close"), "any-name"),
     ("llama.cpp-arguments-object", lambda: LlamaCpp(arguments_as_object=True), "any-name"),
     ("llama.cpp-old-usage", lambda: LlamaCpp(usage_in_finish=True), "any-name"),
@@ -70,7 +73,10 @@ def answer_shown(events: list[Any]) -> str:
 
 
 def sent_text(requests: list[dict[str, Any]]) -> str:
-    return json.dumps([r["messages"] for r in requests], ensure_ascii=False)
+    """What the requests sent, but the reasoning sent back as such (see
+    tests/test_endpoint_reasoning.py)."""
+    return json.dumps([[{k: v for k, v in m.items() if k != "reasoning_content"}
+                        for m in r["messages"]] for r in requests], ensure_ascii=False)
 
 
 @pytest.mark.parametrize(("flavour", "model"), [(f, m) for _, f, m in FLAVOURS],
@@ -85,8 +91,9 @@ async def test_parallel_tool_calls_and_reasoning(
         server.assert_done()
     assert result.outcome == "answered", result.text
     assert result.text == "I wrote out.txt and read it back."
-    # the stream is read to its very end, so the connection serves the next request
-    assert server.connections_opened == 1
+    # the stream is read to its very end, so the connection serves the next request (the
+    # other: the model client's look before its first, whether anything listens at all)
+    assert server.connections_opened == 2
     assert (settings.sandbox_dir / "out.txt").read_text() == CONTENT
 
     second = server.requests[1]["messages"]
@@ -101,8 +108,13 @@ async def test_parallel_tool_calls_and_reasoning(
     assert len(results) == 2 and CONTENT in results[1]
 
     sent = sent_text(server.requests)
-    assert THINKING not in sent and "<think>" not in sent and "</think>" not in sent
-    assert AFTER not in json.dumps(list(sup.snapshot().messages))
+    assert THINKING not in sent and not any(tag in sent for tag in TAGS)
+    # back as reasoning only to Gemma 4's template (llama.cpp's /props), in the same turn
+    gemma = isinstance(server.flavour, LlamaCpp) and server.flavour.template == "gemma4"
+    assert assistant.get("reasoning_content") == (THINKING if gemma else None)
+    saved = list(sup.snapshot().messages)
+    assert not any(AFTER in str(m.get("content")) for m in saved)  # not saved as answer text
+    assert saved[-1]["reasoning_content"] == AFTER  # but kept, as reasoning
     shown = answer_shown(rec.events)
     assert THINKING not in shown and AFTER not in shown
     assert "I wrote out.txt" in shown

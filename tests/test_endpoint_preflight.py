@@ -48,14 +48,16 @@ class Events(list[Event]):
 
 
 @asynccontextmanager
-async def actor(base_url: str, *, model: str = "gemma4", budget: int = 24_000
-                ) -> AsyncIterator[tuple[ModelClient, Any, Events]]:
+async def actor(
+    base_url: str, *, model: str = "gemma4", budget: int = 24_000,
+    fixed: tuple[int, int | None] | None = None,
+) -> AsyncIterator[tuple[ModelClient, Any, Events]]:
     """A running model client with a sink for its own warnings; yields (client, inbox,
     events received so far)."""
     events = Events()
     send, receive = anyio.create_memory_object_stream[Event](100)
     client = ModelClient(base_url=base_url, api_key="test", model=model, timeout=20,
-                         events=EventSink(send), context_budget=budget)
+                         events=EventSink(send), context_budget=budget, fixed_tokens=fixed)
     inbox, requests = anyio.create_memory_object_stream[ModelRequest](1)
 
     async def collect() -> None:
@@ -110,10 +112,17 @@ async def test_a_model_that_is_not_pulled_is_named_with_the_fix() -> None:
      "vLLM serves google/gemma-4-E4B-it with max_model_len 8,192 (max_model_len in "
      "/v1/models), below --max-context-tokens 24,000: longer requests are refused. Start "
      "vLLM with --max-model-len 32768, or pass --max-context-tokens 8192."),
-    (LlamaCpp(n_ctx=4096), "gemma4",
-     "llama-server runs with a 4,096-token context (n_ctx in /props), below "
-     "--max-context-tokens 24,000: longer requests are refused. Start it with -c 32768"),
-], ids=["ollama-modelfile", "ollama-loaded", "vllm", "llama.cpp"])
+    (LlamaCpp(n_ctx=4096, slots=1), "gemma4",
+     "llama-server gives each request a 4,096-token context (n_ctx in /props), below "
+     "--max-context-tokens 24,000: longer requests are refused. Start llama-server with "
+     "-c 32768, or pass --max-context-tokens 4096."),
+    # -np 4 --no-kv-unified -c 32768: each slot gets 8,192, and -c 32768 is already in use
+    (LlamaCpp(n_ctx=32768, kv_unified=False), "gemma4",
+     "llama-server gives each request a 8,192-token context (n_ctx in /props; 4 slots), "
+     "below --max-context-tokens 24,000: longer requests are refused. Start llama-server "
+     "with -c 32768 -np 1 (with --no-kv-unified each of its 4 slots gets -c / 4), or pass "
+     "--max-context-tokens 8192."),
+], ids=["ollama-modelfile", "ollama-loaded", "vllm", "llama.cpp", "llama.cpp-4-slots"])
 async def test_a_context_smaller_than_the_budget_is_warned_at_start(
     flavour: Flavour, model: str, expected: str
 ) -> None:
@@ -122,6 +131,21 @@ async def test_a_context_smaller_than_the_budget_is_warned_at_start(
             await client.check_endpoint()
             await events.settle(1)
     assert len(warnings(events)) == 1 and warnings(events)[0].startswith(expected)
+
+
+async def test_a_context_below_the_fixed_prompt_names_the_only_fixes() -> None:
+    """Lowering --max-context-tokens cannot help when the system prompt and the tool schemas
+    alone do not fit, the compact schemas a small context gets (~860 tokens) included."""
+    with ScriptedServer([], flavour=LlamaCpp(n_ctx=768)) as server:
+        async with actor(server.base_url, fixed=(2800, 860)) as (client, _, events):
+            await client.check_endpoint()
+            await events.settle(1)
+    assert warnings(events) == [
+        "llama-server gives each request a 768-token context (n_ctx in /props; 4 slots): "
+        "the harness's fixed prompt (system prompt and tool schemas, ~860 tokens) alone "
+        "does not fit, and every request will be refused. Start llama-server with -c 32768 "
+        "-np 1 (with --no-kv-unified each of its 4 slots gets -c / 4); the compact prompt is "
+        "used when the context is 8,192 tokens or less."]
 
 
 @pytest.mark.parametrize("flavour", [Ollama(loaded=True, context_length=32768), VLLM(),

@@ -19,6 +19,7 @@ from actors.testing.scripted_server import (
     EndEarly,
     Fail,
     Garbage,
+    Hang,
     Reply,
     ScriptedServer,
     Step,
@@ -26,7 +27,15 @@ from actors.testing.scripted_server import (
     tool_pairing_errors,
 )
 from tests.clitools import harness
-from tests.test_endpoint_flavours import AFTER, CONTENT, FLAVOURS, THINKING, script
+from tests.test_endpoint_flavours import (
+    AFTER,
+    CONTENT,
+    FLAVOURS,
+    TAGS,
+    THINKING,
+    script,
+    sent_text,
+)
 
 pytestmark = pytest.mark.slow
 BACKOFF = "0.01"  # the schedule doubles from here: five attempts take 0.15 s, not 7.5 s
@@ -81,8 +90,8 @@ def test_each_server_and_quirk_in_print_mode(
         "path": "out.txt", "content": CONTENT}
     assert tool_lines[1] == '[tool] run_bash({"command": "cat out.txt"})'
     assert tool_pairing_errors(server.requests[1]["messages"]) == []
-    sent = json.dumps([r["messages"] for r in server.requests])
-    assert THINKING not in sent and "<think>" not in sent
+    sent = sent_text(server.requests)  # as answer text (as reasoning: test_endpoint_reasoning)
+    assert THINKING not in sent and not any(tag in sent for tag in TAGS)
     sid = err.split()[1]
     state = SessionStore(memory_dir).info(sid).state
     assert state["calls"] == 2 and state["total_tokens_in"] > 0
@@ -107,7 +116,7 @@ FAILURES: list[tuple[str, Callable[[], Flavour], str, list[Step], str]] = [
      "schema"),
     ("llama.cpp-without-jinja", lambda: LlamaCpp(jinja=False), "gemma4", [],
      "is not set up for tool calls: HTTP 500: tools param requires --jinja flag. Restart "
-     "llama-server with --jinja"),
+     "llama-server without --no-jinja"),
     ("vllm-without-auto-tool-choice", lambda: VLLM(auto_tool_choice=False),
      "google/gemma-4-E4B-it", [], "Restart vLLM with --enable-auto-tool-choice"),
     ("ollama-model-not-pulled", Ollama, "gemma5", [],
@@ -201,6 +210,33 @@ def test_an_unreachable_endpoint_is_reported_fast_with_the_hint(
     print(f"unreachable endpoint reported after {elapsed:.2f} s ({backend}, process start "
           "to exit)")
     assert code == 1 and out == ""
-    assert failure_line(err) == (f"Cannot reach the model endpoint {url}: connection refused. "
-                                 "Is the server running? Check --base-url (or "
-                                 "$OPENAI_BASE_URL).")
+    assert failure_line(err).startswith(f"Cannot reach the model endpoint {url}: connection "
+                                        "refused. Is the server running? Check --base-url (or "
+                                        "$OPENAI_BASE_URL). (nothing was answered")
+
+
+def test_a_steady_answer_longer_than_llm_timeout_completes(
+    backend: str, memory_dir: Path, project: Path
+) -> None:
+    """--llm-timeout bounds silence: an answer streaming a word every 0.1 s for about 3 s
+    completes under --llm-timeout 1 (before, the limit was on the whole answer)."""
+    text = " ".join(f"w{n}" for n in range(30))
+    with ScriptedServer([Reply(text, chunk_delay=0.1)]) as server:
+        code, out, err = run(server.base_url, "gemma4", backend, memory_dir, project,
+                             "--llm-timeout", "1", prompt="Count.")
+        server.assert_done()
+    assert code == 0, err
+    assert out == text + "\n"
+
+
+def test_a_server_silent_past_llm_timeout_fails_with_one_line(
+    backend: str, memory_dir: Path, project: Path
+) -> None:
+    with ScriptedServer([Hang(after_chunks=2)]) as server:
+        code, out, err = run(server.base_url, "gemma4", backend, memory_dir, project,
+                             "--llm-timeout", "1", prompt="Count.")
+    assert code == 1 and out == ""
+    assert failure_line(err).startswith(
+        f"The model endpoint {server.base_url} gave no answer in time: the answer stopped "
+        "for 1 s: after 2 chunks. Raise --llm-timeout if the model pauses that long. "
+        "(nothing was answered")

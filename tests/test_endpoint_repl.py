@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from actors.testing.flavours import LlamaCpp, Ollama
-from actors.testing.scripted_server import Reply, ScriptedServer
+from actors.testing.scripted_server import Fail, Reply, ScriptedServer
 from tests.test_endpoint_failures import free_port
 from tests.test_repl import PROMPT, Terminal, start
 
@@ -81,3 +82,47 @@ def test_reasoning_is_shown_dimmed_before_the_answer(
         assert terminal.exit() == 0
     sent = server.requests[0]["messages"]
     assert all("question of everything" not in str(m.get("content")) for m in sent)
+
+
+def _wait_for_requests(server: ScriptedServer, count: int, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while len(server.requests) < count:
+        assert time.monotonic() < deadline, f"{len(server.requests)} requests, not {count}"
+        time.sleep(0.02)
+    time.sleep(0.2)  # the failure is answered; the wait before the retry has begun
+
+
+@pytest.mark.parametrize("key", ["ctrl-c", "esc"])
+@pytest.mark.parametrize("phase", ["the turn's request", "a compaction's summary"])
+def test_ctrl_c_and_esc_interrupt_the_wait_before_a_retry(
+    terminals: list[Terminal], memory_dir: Path, project: Path, key: str, phase: str
+) -> None:
+    """Ctrl-C means what Esc means in every phase, the wait before a failed request is
+    tried again included: the turn's own request's, and that of the summary a compaction
+    run before the turn's request needs (which, before, ran all five tries first)."""
+    (project / "a.txt").write_text("a" * 5000)
+    (project / "b.txt").write_text("b" * 6000)
+    if phase == "the turn's request":
+        steps, first, failing = [*[Fail(503)] * 5], None, 1
+    else:  # the first answer fills the budget: the next turn compacts first
+        steps, first, failing = [Reply("Read.", usage=(4500, 1500)), *[Fail(500)] * 5], \
+            "@a.txt", 2
+    with ScriptedServer(steps) as server:
+        terminal = start(terminals, memory_dir, project, "--base-url", server.base_url,
+                         "--max-context-tokens", "5000",
+                         env={"AGENT_HARNESS_RETRY_BACKOFF": "30"})
+        if first is not None:
+            terminal.say(first)
+            terminal.expect("Assistant: Read.")
+            terminal.expect(PROMPT)
+        terminal.say("@b.txt")
+        _wait_for_requests(server, failing)
+        if key == "ctrl-c":
+            terminal.child.sendcontrol("c")
+        else:
+            terminal.child.send("\x1b")
+        terminal.expect("Interrupted.", timeout=5)  # not after 5 tries, 32 s of waits
+        terminal.expect(PROMPT)
+        assert len(server.requests) == failing
+        assert terminal.exit() == 0
+    assert "Traceback" not in terminal.log.getvalue()

@@ -112,7 +112,7 @@ def test_import_of_a_directory_goes_on_past_every_bad_file(
     assert len(skipped) == len(HOSTILE)
     for name, (_, field) in HOSTILE.items():
         [line] = [s for s in skipped if f"{name}.json:" in s]
-        assert line.startswith("Skipped ") and field in line
+        assert line.startswith("harness: skipped ") and field in line
     assert f"Imported {GOOD_ID}" in result.stdout
     store = SessionStore(memory_dir)
     assert [s["id"] for s in store.list_sessions()] == [GOOD_ID]

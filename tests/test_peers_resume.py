@@ -107,7 +107,8 @@ def test_hostile_files_in_a_directory_are_one_line_each(tmp_path: Path, memory_d
     assert result.returncode == 2 and "Traceback" not in result.stderr
     skipped = result.stderr.strip().splitlines()
     assert [line.split(": line ")[0] for line in skipped] == [
-        f"Skipped {folder / n}" for n in ("a-garbage.jsonl", "b-huge.jsonl", "c-types.jsonl")]
+        f"harness: skipped {folder / n}"
+        for n in ("a-garbage.jsonl", "b-huge.jsonl", "c-types.jsonl")]
     assert "line 2: not valid JSON" in skipped[0]
     assert "line 2: n is an integer of more than 100 digits" in skipped[1]
     assert "line 2: payload must be an object" in skipped[2]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.core.messages import INTERRUPTED_NOTICE
+from actors.core.messages import INTERRUPTED_NOTICE, NO_ANSWER_NOTICE
 from actors.store import SessionStore
 from actors.store._survivors import HAD_ENDED
 from actors.testing.scripted_server import (
@@ -162,7 +162,10 @@ def test_kill_9_during_a_model_stream_then_resume(
                          memory_dir=memory_dir, cwd=project, env=env_for(backend))
         sent = server.requests[0]["messages"]
     assert result.returncode == 0, result.stderr
-    assert [m["role"] for m in sent[1:]] == ["user", "user"]
+    assert "was not closed cleanly; no tool call was left open." in result.stderr
+    # the message killed unanswered says so in the assistant's place
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "user"]
+    assert sent[2]["content"] == NO_ANSWER_NOTICE
     assert tool_pairing_errors(sent) == []
 
 

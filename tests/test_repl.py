@@ -34,13 +34,14 @@ class Terminal:
     ``screen()`` is what a terminal shows after that output (a pyte emulator)."""
 
     def __init__(self, memory_dir: Path, cwd: Path, *args: str,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, columns: int = COLUMNS) -> None:
+        self.columns = columns
         inherited = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "PAGER")}
         env = {**inherited, "AGENT_HARNESS_MEMORY_DIR": str(memory_dir), "PYTHONPATH": str(REPO),
                "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "OPENAI_API_KEY": "test",
                "PAGER": "cat", **(env or {})}
         self.child = pexpect.spawn(sys.executable, ["-m", "repl", *args], env=env, cwd=str(cwd),
-                                   encoding="utf-8", timeout=15, dimensions=(LINES, COLUMNS))
+                                   encoding="utf-8", timeout=15, dimensions=(LINES, columns))
         self.log = io.StringIO()
         self.child.logfile_read = self.log
         self.child.expect(r"Session:\s+(\w+)")
@@ -61,7 +62,7 @@ class Terminal:
 
     def screen(self) -> list[str]:
         """The lines of the screen now (trailing spaces removed)."""
-        screen = pyte.Screen(COLUMNS, LINES)
+        screen = pyte.Screen(self.columns, LINES)
         pyte.Stream(screen).feed(self.log.getvalue())
         return [line.rstrip() for line in screen.display]
 
@@ -95,8 +96,8 @@ def open_terminals() -> Iterator[list[Terminal]]:
 
 
 def start(terminals: list[Terminal], memory_dir: Path, project: Path, *args: str,
-          env: dict[str, str] | None = None) -> Terminal:
-    terminal = Terminal(memory_dir, project, *args, env=env)
+          env: dict[str, str] | None = None, columns: int = COLUMNS) -> Terminal:
+    terminal = Terminal(memory_dir, project, *args, env=env, columns=columns)
     terminals.append(terminal)
     return terminal
 
@@ -125,6 +126,25 @@ def test_streamed_answer_history_and_ctrl_d(
         assert again.child.exitstatus == 0
         assert server.requests == []
     assert not SessionStore(memory_dir).exists(again.session_id)  # nothing typed: not kept
+
+
+def test_ctrl_c_ends_a_history_search(
+    memory_dir: Path, project: Path, terminals: list[Terminal]
+) -> None:
+    with ScriptedServer([Reply("Answered.")]) as server:
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url)
+        term.say("first question")
+        term.expect("Answered.")
+        term.expect(PROMPT)
+        term.child.sendcontrol("r")
+        term.child.send("first")
+        term.expect("I-search backward")
+        term.child.sendcontrol("c")  # ends the search
+        term.say("\\todos")  # the next command runs (the search would have swallowed it)
+        term.expect("No to-dos.")
+        term.expect(PROMPT)
+        assert "I-search" not in term.screen_text()
+        assert term.exit() == 0
 
 
 def test_completion_of_commands_and_session_ids(
@@ -235,7 +255,7 @@ def test_title_info_fork_compact(
         term.say("\\info")
         term.expect(r"Compactions:  1 \(last: \d+ -> \d+ tokens")
         term.say("\\fork")
-        term.expect(r"Fork created: (\w+) \(resume it separately\)")
+        term.expect(r"Forked \w+ into (\w+) \(a whole copy\); \\resume \w+ goes there")
         fork_id = term.child.match.group(1)
         term.expect(PROMPT)
         assert term.exit() == 0

@@ -65,7 +65,8 @@ def test_always_for_this_session_stops_the_next_question(
     with ScriptedServer(script) as server:
         term = start(terminals, memory_dir, project, "--base-url", server.base_url)
         term.say("write two files")
-        term.expect(re.escape("a: always for write_file this session"))
+        term.expect(re.escape("a: yes, and don't ask again this session for write_file on "
+                              "any file"))
         term.expect(re.escape("Allow write_file: f0.txt (1 chars)? [y/N/a]"))
         term.say("a")
         term.expect(re.escape("'write_file' is approved for the rest of this session"))
@@ -148,3 +149,27 @@ def test_esc_at_an_approval_question_interrupts_the_turn(
     assert not (project / "a.txt").exists()
     assert tool_pairing_errors(sent) == []
     assert sent[-2]["role"] == "tool" and sent[-1]["content"] == "never mind"
+
+
+def test_at_80_columns_a_command_and_its_question_are_not_cut_mid_word(
+    memory_dir: Path, project: Path, terminals: list[Terminal]
+) -> None:
+    words = [f"word{i:02}" for i in range(30)]
+    command = "echo " + " ".join(words)
+    script = [Reply(tool_calls=[ToolCall("run_bash", {"command": command})]), Reply("Done.")]
+    with ScriptedServer(script) as server:
+        term = start(terminals, memory_dir, project, "--base-url", server.base_url,
+                     columns=80)
+        term.say("echo the words")
+        term.expect(re.escape('a: yes, and don\'t ask again this session for commands '
+                              'starting "echo"'))
+        term.expect(r"Allow run_bash: echo word00 .*…\? \[y/N/a\]")
+        rows = term.screen()
+        question = [row for row in rows if row.startswith("Allow run_bash")]
+        assert len(question) == 1 and question[0].endswith("[y/N/a]")
+        for word in words:  # the command shown whole, wrapped between words
+            assert any(word in row for row in rows), (word, rows)
+        term.say("y")
+        term.expect("Done.")
+        term.expect(PROMPT)
+        assert term.exit() == 0

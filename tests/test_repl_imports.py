@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ import pexpect
 import pytest
 
 from actors.store import SessionStore
-from actors.testing.scripted_server import ScriptedServer
+from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from tests.clitools import REPO
 
 pytestmark = pytest.mark.slow  # each test starts the harness
@@ -143,3 +144,80 @@ def test_a_session_command_loads_no_repl_runtime_or_model_client(
     assert sorted(name for name in loaded if any(
         name == package or name.startswith(package + ".") for package in NOT_FOR_A_COMMAND
     )) == []
+
+
+# What no run imports at all: the openai SDK's package (its type definitions took 0.7-1 s of
+# the first request); the requests go through the HTTP client under it.
+NEVER = ["openai"]
+
+
+def test_print_mode_with_a_tool_call_never_imports_the_sdk(tmp_path: Path,
+                                                           memory_dir: Path) -> None:
+    dump = tmp_path / "modules.json"
+    steps = [Reply(tool_calls=[ToolCall("read_file", {"path": "notes.txt"})]), Reply("Read.")]
+    (tmp_path / "notes.txt").write_text("a note\n")
+    with ScriptedServer(steps) as server:
+        done = subprocess.run(
+            [sys.executable, "-c", DRIVER, "-p", "read notes.txt", "--base-url",
+             server.base_url], cwd=tmp_path, env=_env(memory_dir, dump), capture_output=True,
+            text=True, timeout=60)
+        server.assert_done()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Read."
+    loaded = _loaded(dump)
+    assert "actors.model.client" in loaded
+    assert sorted(loaded.intersection(NEVER)) == []
+
+
+def test_the_repl_after_a_turn_never_imports_the_sdk(tmp_path: Path, memory_dir: Path) -> None:
+    dump = tmp_path / "modules.json"
+    with ScriptedServer([Reply("Hello there.")]) as server:
+        child = pexpect.spawn(sys.executable, ["-c", DRIVER, "--base-url", server.base_url],
+                              env=_env(memory_dir, dump), cwd=str(tmp_path),
+                              encoding="utf-8", timeout=30, dimensions=(40, 160))
+        try:
+            child.expect_exact("You:")
+            child.send("hello\r")
+            child.expect_exact("Hello there.")
+            child.expect_exact("You:")
+            child.sendcontrol("d")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+    assert child.exitstatus == 0
+    loaded = _loaded(dump)
+    assert "actors.model.client" in loaded
+    assert sorted(loaded.intersection(NEVER)) == []
+
+
+def test_doctor_checks_the_endpoint_without_the_sdk(tmp_path: Path, memory_dir: Path) -> None:
+    dump = tmp_path / "modules.json"
+    with ScriptedServer([Reply("OK")]) as server:
+        done = subprocess.run(
+            [sys.executable, "-c", DRIVER, "--doctor", "--base-url", server.base_url],
+            cwd=tmp_path, env=_env(memory_dir, dump), capture_output=True, text=True,
+            timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "tools:" in done.stdout
+    loaded = _loaded(dump)
+    assert "actors.model.doctor" in loaded
+    assert sorted(loaded.intersection(NEVER)) == []
+
+
+def test_an_unreachable_endpoint_is_reported_without_the_http_library(
+    tmp_path: Path, memory_dir: Path
+) -> None:
+    """Nothing listens: a TCP connection refused says so before the HTTP library (and its
+    client) is imported or built."""
+    dump = tmp_path / "modules.json"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, "-p", "hello", "--base-url", f"http://127.0.0.1:{port}/v1"],
+        cwd=tmp_path, env=_env(memory_dir, dump), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "connection refused" in done.stderr
+    loaded = _loaded(dump)
+    assert sorted(name for name in loaded if name.split(".")[0] in (
+        "openai", "httpx2", "httpx", "httpcore2", "httpcore")) == []

@@ -4,6 +4,7 @@ tool results, approval rules and diffs, ``@path`` attachments, the keys of a tur
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -14,6 +15,7 @@ import pyte
 import pytest
 
 from actors.core.events import ToolCallFinished
+from actors.core.previews import clean_title
 from actors.store import SessionStore
 from repl.interactive.approvals import covered, parse_answer, rule_for
 from repl.interactive.attachments import ATTACH_LIMIT, attach
@@ -23,9 +25,12 @@ from repl.interactive.keys import TurnKeys
 from repl.interactive.live import LiveRegion, rows_of, tail_rows
 from repl.interactive.markdown import MarkdownStream, render_markdown
 from repl.interactive.project_files import ProjectFiles
+from repl.interactive.prompt import toolbar_text
 from repl.interactive.results import ResultLog, summary_lines
-from repl.interactive.sanitize import sanitize
+from repl.interactive.sanitize import json_text, sanitize
+from repl.interactive.status import TurnStatus
 from repl.interactive.terminal import Capabilities
+from repl.interactive.view import SessionView
 from tests.clitools import REPO
 
 PLAIN = Capabilities(tty=True, colour=False)
@@ -41,6 +46,15 @@ def test_sanitize_replaces_every_control_but_newline_and_tab() -> None:
                      "csi\\x9b31m del␡ bidi\\u202eevil\\u2066 nul␀ tab\tend\n")
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", shown)
     assert sanitize("plain ünïcode ✓ 文字") == "plain ünïcode ✓ 文字"
+
+
+def test_json_escapes_the_controls_and_keeps_the_data() -> None:
+    value = {"title": "csi\x9b31m del\x7f bidi\u202e esc\x1b é 文字", "n": [1, None]}
+    text = json_text(value)
+    assert text == ('{"title": "csi\\u009b31m del\\u007f bidi\\u202e esc\\u001b é 文字", '
+                    '"n": [1, null]}')
+    assert json.loads(text) == value
+    assert clean_title(" New\x1b[2J\u202e\tname\n\x9b ") == "New [2J name"
 
 
 def test_markdown_is_rendered_with_colour_and_without() -> None:
@@ -259,3 +273,22 @@ def test_rich_is_not_imported_before_the_prompt_and_preload_imports_it() -> None
                           timeout=60, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True"]
+
+
+def test_a_long_title_leaves_the_gauge_on_the_toolbar() -> None:
+    view = SessionView(session_id="k3m9", title="A very long title about caching " * 5,
+                       tokens=1234, budget=24000, cost_usd=0.25)
+    for columns in (100, 80, 60):
+        text = toolbar_text(view, "acceptEdits", columns)
+        assert len(text) <= columns and text.startswith(" A very")
+        assert "acceptEdits │ ctx 1,234/24,000 (5%) │ $0.2500 " in text
+    assert toolbar_text(SessionView(session_id="k3m9"), "default", 80).startswith(" k3m9 │ ")
+
+
+def test_a_tools_time_is_counted_from_when_it_runs() -> None:
+    status = TurnStatus(started=100.0)
+    status.running("run_bash: pytest", now=101.0)  # announced; its approval then waits 30 s
+    status.running("run_bash: pytest", now=131.0)  # approved: it starts to run
+    assert " running run_bash: pytest · 2s · " in status.line(now=133.0)
+    status.waiting()  # the model again: the turn's time
+    assert " waiting for the model · 35s · " in status.line(now=135.0)

@@ -593,7 +593,10 @@ def test_llama_cpp_fragments_reasoning_formats_and_error_events() -> None:
     assert chunks[0]["system_fingerprint"].startswith("b")
     assert all(not c.get("usage") for c in data(old))  # no include_usage: no usage chunk
 
-    for flavour, content in ((LlamaCpp(reasoning_format="none"), "<think>\nthink\n</think>"),
+    for flavour, content in ((LlamaCpp(reasoning_format="none"), "<|channel>thought\nthink"
+                              "<channel|>"),  # Gemma 4, as the real server sends it
+                             (LlamaCpp(reasoning_format="none", template="think"),
+                              "<think>\nthink\n</think>"),
                              (LlamaCpp(reasoning_format="lone-close"), "think\n</think>")):
         with ScriptedServer([Reply("A", reasoning="think")], flavour=flavour) as server:
             _, lines = raw_stream(server)

@@ -104,3 +104,38 @@ def test_output_format_without_a_prompt_is_refused(memory_dir: Path, project: Pa
     result = harness("--output-format", "json", "--list-sessions", memory_dir=memory_dir,
                      cwd=project)
     assert result.returncode == 2 and "--output-format goes with -p" in result.stderr
+
+
+def test_failed_runs_leave_no_session_and_continue_picks_the_work(
+    memory_dir: Path, project: Path
+) -> None:
+    def ask(server: ScriptedServer, text: str, *args: str) -> Any:
+        return harness("-p", text, "--base-url", server.base_url, "--llm-timeout", "30",
+                       *args, memory_dir=memory_dir, cwd=project,
+                       env={"OPENAI_API_KEY": "test"})
+
+    with ScriptedServer([Reply("Real work done.")]) as server:
+        work = ask(server, "the real work")
+        assert work.returncode == 0, work.stderr
+    work_id = work.stderr.split()[1]
+    with ScriptedServer([Fail(400, "no such thing")] * 3) as server:  # not retried
+        for _ in range(3):
+            failed = ask(server, "hello")
+            assert failed.returncode == 1
+            assert "Traceback" not in failed.stderr
+            gone = failed.stderr.split()[1]
+            assert f"nothing was answered, so session {gone} was not kept" in failed.stderr
+    listed = harness("--list-sessions", "--json", memory_dir=memory_dir, cwd=project)
+    assert [s["id"] for s in json.loads(listed.stdout)] == [work_id]
+    with ScriptedServer([Fail(400, "down")]) as server:  # the next message of the work fails
+        failed = ask(server, "and then this", "-c")
+        assert failed.returncode == 1 and work_id in failed.stderr
+        assert "was not kept" not in failed.stderr  # a resumed session is kept
+    with ScriptedServer([Reply("Back on it.")]) as server:
+        again = ask(server, "try again", "-c")
+        assert again.returncode == 0, again.stderr
+        assert again.stderr.split()[1] == work_id
+        sent = server.requests[0]["messages"]
+    roles = [m["role"] for m in sent]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert sent[3]["content"] == "and then this" and "No answer" in sent[4]["content"]

@@ -208,6 +208,122 @@ def test_picker_keys_fork_archive_rename(start: Any, memory_dir: Path, project: 
     assert fork.parent_id == made["parser"]
 
 
+def test_picker_with_nothing_to_pick_says_so_in_one_line(
+    start: Any, memory_dir: Path, project: Path
+) -> None:
+    screen = start("-r", "--base-url", "http://127.0.0.1:9/v1")  # no session at all
+    screen.expect(pexpect.EOF)  # type: ignore[arg-type]
+    screen.child.close()
+    shown = screen.log.getvalue()
+    assert screen.child.exitstatus == 2, shown
+    assert "Traceback" not in shown
+    assert "harness: No saved session of this project to resume" in shown
+    made = seed_sessions(memory_dir, project)
+    with SessionStore(memory_dir) as store:
+        for topic in ("parser", "cache", "deploy"):
+            store.update(made[topic], archived=True)
+    again = start("-r", "--base-url", "http://127.0.0.1:9/v1")  # everything archived
+    again.expect("No saved session of this project to resume")
+    again.expect(pexpect.EOF)  # type: ignore[arg-type]
+    again.child.close()
+    assert again.child.exitstatus == 2
+
+
+def test_picker_no_match_and_everything_archived_show_an_empty_list(
+    start: Any, memory_dir: Path, project: Path
+) -> None:
+    made = seed_sessions(memory_dir, project)
+    screen = start("-r", "--base-url", "http://127.0.0.1:9/v1")
+    screen.expect(made["deploy"])
+    screen.send("zebra")  # matches nothing
+    screen.expect_words("(nothing matches)")
+    screen.send("\x7f" * 5 + "deploy")  # one match, archived: the list is empty again
+    screen.expect(r"#\d+:")
+    screen.send(CTRL_X)
+    screen.expect_words("(nothing matches)")  # (drawn before or after the status line)
+    screen.send(ESC)
+    screen.expect("No session chosen.")
+    screen.child.expect(pexpect.EOF)
+    shown = screen.log.getvalue()
+    assert f"Archived {made['deploy']}" in shown
+    assert "Unhandled exception" not in shown and "Traceback" not in shown
+
+
+def test_resume_and_rewind_in_a_fresh_repl_with_nothing_to_offer(
+    start: Any, memory_dir: Path, project: Path
+) -> None:
+    with ScriptedServer([Reply("One.")]) as server:
+        screen = start("--base-url", server.base_url)
+        screen.session()
+        screen.ready()
+        screen.say("\\resume")  # no other session: said, and the REPL goes on
+        screen.expect("No other saved session of this project to resume")
+        screen.expect(PROMPT)
+        screen.say("first")
+        screen.expect("One.")
+        screen.expect(PROMPT)
+        screen.say("\\rewind")
+        screen.expect("Rewind to before which message?")
+        screen.send("zebra")
+        screen.expect_words("(nothing matches)")
+        screen.send(ESC)
+        screen.expect("Not rewound.")
+        screen.expect(PROMPT)
+        assert screen.exit() == 0
+    shown = screen.log.getvalue()
+    assert "Traceback" not in shown and "Unhandled exception" not in shown
+
+
+def test_forks_are_marked_in_the_picker_and_in_sessions(
+    start: Any, memory_dir: Path, project: Path
+) -> None:
+    made = seed_sessions(memory_dir, project)
+    with SessionStore(memory_dir) as store:
+        fork = store.fork(made["parser"], 2)
+    screen = start("-r", "--base-url", "http://127.0.0.1:9/v1")
+    screen.expect_words(f"↳ fork of {made['parser']} at 2 · Look at the parser code")
+    screen.send(ENTER)  # the newest: the fork
+    assert screen.session() == fork
+    screen.ready()
+    screen.say("\\sessions")
+    screen.expect(re.escape(f"* {fork}") + r".*↳ fork of " + made["parser"] + " at 2 · ")
+    screen.expect(PROMPT)
+    assert screen.exit() == 0
+
+
+def test_the_picker_the_replay_and_info_show_attachments_and_results_as_labels(
+    start: Any, memory_dir: Path, project: Path
+) -> None:
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}
+    with SessionStore(memory_dir) as store:
+        sid = store.create_session(messages=[
+            {"role": "system", "content": "The whole long system prompt."},
+            {"role": "user", "content": 'look at @a.py please\n\n<attached_file path="a.py">'
+             "\nSECRET_FILE_BODY\n</attached_file>", "shown": "look at @a.py please"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content":
+             '<tool_result name="read_file">\n     1\tprint(1)\n     2\tmore\n</tool_result>'},
+            {"role": "assistant", "content": "It prints 1."},
+        ], project_root=str(project))
+    screen = start("-r", "--base-url", "http://127.0.0.1:9/v1")
+    screen.expect_words("You: look at @a.py please [attached: a.py]")  # the preview
+    screen.send(ENTER)
+    assert screen.session() == sid
+    screen.expect("Where you left off:")
+    screen.expect(re.escape("You: look at @a.py please [attached: a.py]"))
+    screen.expect(re.escape("→ 1 print(1) (+1 line)"))
+    screen.ready()
+    screen.say("\\info")
+    screen.expect(re.escape("You: look at @a.py please [attached: a.py]"))
+    screen.expect(r"Context:\s+~")
+    screen.expect(PROMPT)
+    assert screen.exit() == 0
+    shown = screen.log.getvalue()
+    for hidden in ("SECRET_FILE_BODY", "attached_file", "tool_result", "long system prompt"):
+        assert hidden not in shown, hidden
+
+
 def test_resume_command_switches_sessions(start: Any, memory_dir: Path, project: Path) -> None:
     made = seed_sessions(memory_dir, project)
     with ScriptedServer([Reply("Here first."), Reply("There now.")]) as server:
@@ -385,6 +501,37 @@ def test_continue_shows_where_you_left_off(start: Any, memory_dir: Path, project
     screen.expect(r"Assistant: The deploy code needs a rewrite\.")
     screen.ready()
     assert screen.exit() == 0
+
+
+def test_opening_a_session_leaves_when_it_was_last_used(
+    start: Any, memory_dir: Path, project: Path
+) -> None:
+    made = seed_sessions(memory_dir, project)
+    before = info_of(memory_dir, made["parser"]).updated_at
+    screen = start("-r", made["parser"], "--base-url", "http://127.0.0.1:9/v1")
+    assert screen.session() == made["parser"]
+    screen.ready()
+    assert screen.exit() == 0
+    assert info_of(memory_dir, made["parser"]).updated_at == before
+    again = start("-c", "--base-url", "http://127.0.0.1:9/v1")  # still the latest worked in
+    assert again.session() == made["deploy"]
+    again.ready()
+    assert again.exit() == 0
+
+
+def test_a_new_session_whose_message_got_no_answer_is_not_kept(
+    start: Any, memory_dir: Path, project: Path
+) -> None:
+    screen = start("--base-url", "http://127.0.0.1:9/v1", "--llm-timeout", "5")
+    sid = screen.session()
+    screen.ready()
+    screen.say("hello")
+    screen.expect("Error: Cannot reach the model endpoint")
+    screen.expect(PROMPT)
+    assert screen.exit() == 0
+    assert f"Nothing was answered, so session {sid} was not kept" in screen.log.getvalue()
+    with SessionStore(memory_dir) as store:
+        assert not store.exists(sid)
 
 
 def info_of(memory_dir: Path, session_id: str) -> SessionInfo:

@@ -391,3 +391,25 @@ def test_an_older_postgresql_schema_is_migrated(pg_stores: Stores, memory_dir: P
         assert call_ids_of(store.load_context(fork)[-1]) == []
     finally:
         store.close()
+
+
+def test_opening_and_closing_leave_when_a_session_was_last_used(store: Store) -> None:
+    sid = store.create_session(messages=[SYSTEM, user("q"), answer("a")])
+    before = store.info(sid).updated_at
+    store.update(sid, status="active")  # a resume opens it
+    store.update(sid, state={"approvals": []}, status="saved")  # and closes it
+    store.ensure_summary(sid)  # the fallback summary of a session that had none
+    after = store.info(sid)
+    assert after.updated_at == before and after.summary
+    store.update(sid, title="Renamed")  # the user's doing: it counts
+    assert store.info(sid).updated_at > before
+
+
+def test_a_fork_at_a_message_has_no_summary_of_what_came_after(store: Store) -> None:
+    sid = store.create_session(messages=conversation())
+    store.update(sid, summary="Answered the third question about zebras.")
+    fork = store.fork(sid, 3)
+    assert store.info(fork).summary == ""  # its own is written when it is first closed
+    assert [s["id"] for s in store.search_sessions("zebras")] == [sid]
+    whole = store.fork(sid)  # a whole copy: the same conversation, the same summary
+    assert store.info(whole).summary == store.info(sid).summary

@@ -242,9 +242,9 @@ class Encodes:
         self.count = 0
         real = _body._for_wire
 
-        def counting(message: dict[str, Any]) -> dict[str, Any]:
+        def counting(message: dict[str, Any], reasoning: bool = False) -> dict[str, Any]:
             self.count += 1
-            return real(message)
+            return real(message, reasoning)
 
         monkeypatch.setattr(_body, "_for_wire", counting)
 

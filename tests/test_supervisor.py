@@ -8,6 +8,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ import pytest
 from actors.core.config import Mode
 from actors.core.errors import ProjectMismatch, SessionArchived, SessionLocked
 from actors.core.events import (
+    ApprovalRequest,
+    CompactionState,
     Notice,
     SessionOpened,
     StreamRestarted,
@@ -167,6 +170,55 @@ async def test_abort_during_a_streamed_answer(tmp_path: Path) -> None:
     assert_every_request_valid(server)
 
 
+def abort_at(text: str) -> Recorder:
+    """A recorder that aborts the turn when a notice containing ``text`` arrives."""
+
+    def abort(event: Any, sup: Supervisor) -> None:
+        if isinstance(event, Notice) and text in event.text:
+            sup.abort()
+
+    return Recorder(on_event=abort)
+
+
+async def test_abort_during_the_wait_before_a_retry(tmp_path: Path) -> None:
+    with ScriptedServer([Fail(503)] * 5 + [Reply("Later.")]) as server:
+        settings = settings_for(tmp_path, server.base_url, retry_backoff=30.0)
+        async with running(settings, recorder=abort_at("retrying in 8 s")) as (sup, _):
+            with anyio.fail_after(10):  # a hang guard: the five tries wait 32 s
+                result = await sup.run_turn("Hello")
+            assert result.outcome == "interrupted"
+            assert sup.snapshot().messages[-1] == {"role": "user", "content": "Hello"}
+        assert len(server.requests) == 1
+
+
+async def test_abort_while_the_turn_waits_for_a_failing_compaction(tmp_path: Path) -> None:
+    """The next request would pass the budget, so the turn compacts first and waits; the
+    summary request fails and waits to be retried in the compaction's own cancel scope, not
+    the turn's: an abort then ends the turn at once (before, it waited for all five tries);
+    the compaction goes on in the background."""
+    summarising = threading.Event()
+    script = [Reply("o" * 6000, usage=(3500, 1500)),
+              Fail(500, expect=lambda _body: summarising.set()), *[Fail(500)] * 4]
+    with ScriptedServer(script) as server:
+        settings = settings_for(tmp_path, server.base_url, max_context_tokens=5000,
+                                retry_backoff=30.0)
+        async with running(settings) as (sup, rec):
+            assert (await sup.run_turn("h" * 5000)).ok
+
+            async def abort_in_the_summarys_retry_wait() -> None:
+                assert await anyio.to_thread.run_sync(summarising.wait, 10)
+                await anyio.sleep(0.1)  # its failure is answered: the wait has begun
+                sup.abort()
+
+            with anyio.fail_after(10):  # a hang guard: the summary's retries wait 32 s
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(abort_in_the_summarys_retry_wait)
+                    result = await sup.run_turn("m" * 6000)
+            assert result.outcome == "interrupted"
+            assert sup.snapshot().messages[-1] == {"role": "user", "content": "m" * 6000}
+            assert rec.of(CompactionState)[-1].running  # still going
+
+
 async def test_endpoint_errors_are_retried_then_reported(tmp_path: Path) -> None:
     script = [Fail(503), Drop(after_chunks=2, reply=Reply("partial answer here")),
               Reply("Recovered."), Fail(400, "bad request: model not found")]
@@ -184,13 +236,15 @@ async def test_endpoint_errors_are_retried_then_reported(tmp_path: Path) -> None
         server.assert_done()
 
 
-async def test_a_hanging_endpoint_fails_within_llm_timeout(tmp_path: Path) -> None:
+async def test_a_hanging_endpoint_fails_within_the_first_token_timeout(tmp_path: Path) -> None:
     with ScriptedServer([Hang()]) as server:
-        settings = settings_for(tmp_path, server.base_url, llm_timeout=1.0)
+        settings = settings_for(tmp_path, server.base_url, llm_timeout=0.5,
+                                llm_first_token_timeout=1.0)
         async with running(settings) as (sup, _):
             with anyio.fail_after(10):
                 result = await sup.run_turn("Hello?")
-    assert result.outcome == "failed" and "within 1 s" in result.text
+    assert result.outcome == "failed"
+    assert "the answer did not begin within 1 s" in result.text
 
 
 async def test_bad_tool_calls_become_results(tmp_path: Path) -> None:
@@ -245,8 +299,15 @@ async def test_accept_edits_still_asks_for_shell(tmp_path: Path) -> None:
         settings = settings_for(tmp_path, server.base_url, mode=Mode.ACCEPT_EDITS)
         async with running(settings, recorder=Recorder(approve=False)) as (sup, rec):
             assert (await sup.run_turn("go")).ok
-    assert (settings.sandbox_dir / "a.txt").exists()
+    assert (settings.sandbox_dir / "a.txt").exists()  # the answer "no" to its showing: moot
     assert rec.approvals == ["run_bash: echo hi"]
+    [shown] = [e for e in rec.of(ApprovalRequest) if e.approved]  # the edit, shown
+    assert shown.tool == "write_file" and shown.arguments["path"] == "a.txt"
+    asked = [e.call_id for e in rec.events
+             if isinstance(e, ApprovalRequest) and not e.approved]
+    bash = [e.call_id for e in rec.events
+            if isinstance(e, ToolCallStarted) and e.name == "run_bash"]
+    assert asked == bash and asked[0]  # the question names the call it is about
 
 
 async def test_tool_timeout_kills_the_command(tmp_path: Path) -> None:
@@ -450,3 +511,35 @@ async def test_two_opens_of_one_session_in_one_process(tmp_path: Path) -> None:
     [refusal] = refused
     assert "this process" in str(refusal)
     assert not store.is_leased_here(sid)
+
+
+async def test_mode_and_model_are_saved_and_restored_but_never_skip_permissions(
+    tmp_path: Path,
+) -> None:
+    with ScriptedServer([Reply("a"), Reply("b"), Reply("c"), Reply("d")]) as server:
+        settings = settings_for(tmp_path, server.base_url, mode=Mode.DEFAULT)
+        async with running(settings) as (sup, rec):
+            await sup.set_model("other:7b")
+            await sup.set_mode(Mode.ACCEPT_EDITS)
+            assert (await sup.run_turn("hi")).ok
+            sid = sup.session_id
+        assert server.requests[-1]["model"] == "other:7b"
+        async with running(settings, resume=sid) as (sup, rec):  # taken back
+            opened = await rec.wait_for(SessionOpened)
+            assert (opened.mode, opened.model) == ("acceptEdits", "other:7b")
+            await sup.set_mode(Mode.SKIP_PERMISSIONS)
+            assert (await sup.run_turn("again")).ok
+        assert server.requests[-1]["model"] == "other:7b"
+        async with running(settings, resume=sid) as (sup, rec):  # never silently
+            opened = await rec.wait_for(SessionOpened)
+            assert opened.mode == "default"
+            notice = await rec.wait_for(Notice, lambda n: "dangerouslySkip" in n.text)
+            assert "runs in default now" in notice.text
+            assert (await sup.run_turn("once more")).ok
+        chosen = replace(settings, model="cli-model", mode=Mode.ACCEPT_EDITS,
+                         chosen=frozenset({"model", "mode"}))
+        async with running(chosen, resume=sid) as (sup, rec):  # the command line wins
+            opened = await rec.wait_for(SessionOpened)
+            assert (opened.mode, opened.model) == ("acceptEdits", "cli-model")
+            assert (await sup.run_turn("last")).ok
+        assert server.requests[-1]["model"] == "cli-model"

@@ -70,7 +70,7 @@ async def test_list_sessions_most_recent_first(
     older = here(messages=conversation("q", "a"), title="older")
     newer = here(title="newer\ntitle")
     store.update(older, summary="Fixed the parser.\n" + "x" * 500)
-    store.update(newer, status="aborted")  # now the most recently updated
+    store.update(newer, status="aborted", touch=True)  # now the most recently updated
     lines = (await call(ctx, "list_sessions")).splitlines()
     assert [line.split(" | ")[0] for line in lines] == [newer, older, ctx.session_id]
     first = lines[0].split(" | ")

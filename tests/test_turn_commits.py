@@ -23,7 +23,7 @@ import pytest
 from actors.core.config import Mode
 from actors.core.errors import StorageError
 from actors.core.events import TextDelta, ToolCallStarted
-from actors.core.messages import INTERRUPTED_NOTICE, pairing_problems
+from actors.core.messages import INTERRUPTED_NOTICE, NO_ANSWER_NOTICE, pairing_problems
 from actors.runtime.supervisor import Supervisor
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, Step, ToolCall
@@ -292,8 +292,9 @@ def test_a_kill_during_a_batch_of_reads_is_a_kill_during_the_answer(
 
         anyio.run(resume, backend=backend)
         server.assert_done()
-    sent = server.requests[0]["messages"]
-    assert [m["role"] for m in sent] == ["system", "user", "user"]
+    sent = server.requests[0]["messages"]  # the message killed unanswered says so
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert sent[2]["content"] == NO_ANSWER_NOTICE
 
 
 
@@ -345,4 +346,7 @@ async def test_a_checkpoint_that_fails_drops_the_answer_of_its_request(tmp_path:
         sent = server.requests[-1]["messages"]
     assert [m["content"] for m in sent if m["role"] == "user"] == ["Hello there", "Hello again"]
     transcript = SessionStore(settings.memory_dir).load_session(sup.session_id)["transcript"]
-    assert [m["role"] for m in transcript] == ["system", "user", "user", "assistant"]
+    # the first message got no answer: its place says so, and no two user messages follow
+    assert [m["role"] for m in transcript] == ["system", "user", "assistant", "user",
+                                               "assistant"]
+    assert transcript[2]["content"] == NO_ANSWER_NOTICE

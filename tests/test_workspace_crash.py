@@ -26,7 +26,7 @@ from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.workspace._crashpoints import ENV
 from tests.children import READ_TIMEOUT, read_line
 from tests.clitools import REPO, harness
-from tests.project_files import listing, record_two_turns
+from tests.project_files import exact, listing, record_two_turns
 from tests.stores import Stores
 
 pytestmark = pytest.mark.slow
@@ -139,7 +139,7 @@ def test_kill_during_a_snapshot_loses_nothing_and_every_point_still_rewinds(
         assert "made.txt" in after_command and "notes.txt" not in after_command
         result = _resume(session, server, "Fourth")
         assert result.returncode == 0, result.stderr
-        assert "1 interrupted tool call(s) recovered" in result.stderr
+        assert "1 interrupted tool call was answered as interrupted" in result.stderr
     assert listing(session.project) == after_command  # a snapshot never writes a file
     for to, files in ((session.first, "first"), (session.second, "second")):
         result = session.run("--rewind", session.id, "--to", str(to), "--files")
@@ -153,21 +153,34 @@ def test_kill_during_a_snapshot_loses_nothing_and_every_point_still_rewinds(
     assert listing(session.project) == session.files["end"]  # as Third found them
 
 
-def test_kill_during_the_files_of_a_rewind_of_both_means_it_did_not_happen(
+def test_kill_during_the_files_of_a_rewind_of_both_is_finished_by_the_next_open(
     session: Session,
 ) -> None:
     with session.killed_at("restore#2", "--rewind", session.id, "--to", str(session.first),
                            "--both"):
         pass
+    half = exact(session.project)
     assert listing(session.project) not in (session.files["end"], session.files["first"])
     result = session.run("--rewind", session.id, "--to", str(session.first), "--both",
                          "--dry-run")
     assert result.returncode == 0, result.stderr
-    assert (f"A rewind of the project's files to message {session.first} was interrupted "
-            "before it was recorded; the files were put back as they were, so it did not "
-            "happen.") in result.stdout
-    assert listing(session.project) == session.files["end"]
+    said = result.stdout
+    assert (f"A rewind of the files of session {session.id} to message {session.first} was "
+            "interrupted; finishing it would write") in said
+    assert "the next command finishes it" in said and "Nothing was changed" in said
+    assert exact(session.project) == half  # a dry run changes nothing, pending ones included
     assert session.load_context() == session.context
+    with ScriptedServer([Reply("From the start.")]) as server:
+        result = _resume(session, server, "Again")
+    assert result.returncode == 0, result.stderr
+    said = result.stdout + result.stderr
+    assert "was interrupted; it has been finished" in said  # its files
+    assert "it has been finished: the conversation now ends before message" in said
+    assert listing(session.project) == session.files["first"]
+    assert session.load_context()[: session.first - 1] == session.context[: session.first - 1]
+    result = session.run("--rewind", session.id, "--undo")  # rolled forward, still undoable
+    assert result.returncode == 0, result.stderr
+    assert listing(session.project) == session.files["end"]
 
 
 def test_kill_between_the_halves_is_rolled_forward_at_the_next_open(session: Session) -> None:

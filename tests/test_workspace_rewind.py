@@ -5,22 +5,24 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from actors.core.errors import UsageError
+from actors.runtime.supervisor import Supervisor
 from actors.store import SessionStore
-from actors.testing.scripted_server import Reply, ToolCall
+from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
 from actors.workspace import Workspace, apply_rewind, open_objects, plan_rewind
 from actors.workspace._housekeeping import collect
 from repl.cli import main
-from tests.children import read_line, rest_of
-from tests.clitools import harness
+from tests.children import read_line
 from tests.project_files import listing, record_two_turns
+from tests.runtime import settings_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -37,7 +39,8 @@ class Session:
         self.numbers: list[int] = []
 
     def cli(self, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-        status = main([*args, "--memory-dir", str(self.memory)])
+        status = main([*args, "--memory-dir", str(self.memory), "--sandbox-dir",
+                       str(self.project)])
         out, err = capsys.readouterr()
         return status, out, err
 
@@ -126,7 +129,11 @@ def test_user_mistakes_exit_2_with_one_line(session: Session,
          f"{', '.join(map(str, session.numbers))}."),
         (["--rewind", session.id, "--to", str(first)], "Say what to rewind"),
         (["--rewind", session.id, "--files"], "needs --to N"),
-        (["--to", str(first), "--files"], "go(es) with --rewind ID"),
+        (["--to", str(first), "--files"], "--to and --files/--conversation/--both go with "
+         "--rewind ID"),
+        (["--dry-run"], "--dry-run goes with --rewind ID"),
+        (["--rewind", session.id, "--to", "99", "--files"], f"Session {session.id} has no "
+         "message 99 (its messages are numbered 1 to"),
         (["--rewind", "nosuchsession", "--to", "2", "--files"], "nosuchsession"),
         (["--rewind", session.id, "--undo"], "has no rewind of files to undo"),
     ]
@@ -154,33 +161,6 @@ def test_a_running_session_is_not_rewound_behind_its_back(
         holder.stdin.close()
         holder.wait(timeout=30)
     assert status == 2 and "is in use by another process" in err
-    assert listing(session.project) == session.at["end"]
-
-
-@pytest.mark.slow
-def test_kill_9_during_a_rewind_then_the_next_command_says_it_did_not_happen(
-    session: Session,
-) -> None:
-    first, _second = session.numbers
-    objects = open_objects(session.memory)
-    target = next(m for m in objects.marks.of_session(session.id)
-                  if m.kind == "message" and m.message == first)
-    objects.close()
-    with subprocess.Popen(
-        [sys.executable, "-m", "tests.programs.workspace_child", "restore",
-         str(session.project), str(session.memory), target.root.hex(), "1"],  # after 1 file
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    ) as proc:
-        assert proc.stdout is not None
-        assert read_line(proc.stdout) == "halfway\n", rest_of(proc)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    assert listing(session.project) != session.at["end"]  # cut half-way
-    result = harness("--rewind", session.id, "--to", str(first), "--files", "--dry-run",
-                     memory_dir=session.memory)
-    assert result.returncode == 0, result.stderr
-    assert ("A rewind of the project's files was interrupted before it was recorded; the "
-            "files were put back as they were, so it did not happen.") in result.stdout
     assert listing(session.project) == session.at["end"]
 
 
@@ -307,6 +287,12 @@ def test_a_rewind_of_both_cut_between_its_halves_is_finished_by_the_next_command
     assert _context(session) == context
     status, out, _ = session.cli("--rewind", session.id, "--to", str(first), "--files",
                                  "--dry-run", capsys=capsys)
+    assert status == 0  # a dry run says what the next command does, and does nothing
+    assert (f"A rewind of session {session.id} to message {first} was interrupted after its "
+            "files were rewound; the next command finishes it") in out
+    assert _context(session) == context
+    status, out, _ = session.cli("--rewind", session.id, "--to", str(first), "--files",
+                                 capsys=capsys)
     assert status == 0
     assert (f"A rewind of session {session.id} to message {first} was interrupted after its "
             "files were rewound; it has been finished: the conversation now ends before "
@@ -317,3 +303,56 @@ def test_a_rewind_of_both_cut_between_its_halves_is_finished_by_the_next_command
                                  "--dry-run", capsys=capsys)
     assert status == 0 and "was interrupted" not in out  # said once
     assert _context(session) == context[: first - 1]
+
+
+def test_a_session_without_a_project_is_tied_to_the_first_it_is_resumed_in(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An older record (no project recorded) resumed in A gets A; from B it can neither be
+    resumed nor rewound, and A's snapshots never reach B."""
+    memory = tmp_path / "memory"
+    store = SessionStore(memory)
+    session = "older-record"
+    store.create_session(session, [{"role": "system", "content": "older"}])
+    store.close()
+    a, b = tmp_path / "a", tmp_path / "b"
+    b.mkdir()
+    (b / "mine.txt").write_text("b's own\n")
+    script = [Reply(tool_calls=[ToolCall("write_file", {"path": "x.txt", "content": "x"})]),
+              Reply("Done.")]
+
+    async def resume_in_a() -> None:
+        with ScriptedServer(script) as server:
+            settings = settings_for(tmp_path / "run", server.base_url, memory_dir=memory,
+                                    sandbox_dir=a)
+            a.mkdir()
+            (a / "a.txt").write_text("a's own\n")
+            async with Supervisor.open(settings, SessionStore(memory), resume=session) as sup:
+                assert (await sup.run_turn("Write x")).ok
+
+    anyio.run(resume_in_a)
+    assert SessionStore(memory).info(session).project_root == str(a.resolve())
+    typed = SessionStore(memory).user_messages(session)[0].number
+    before_b = listing(b)
+    status = main(["--rewind", session, "--to", str(typed), "--files", "--memory-dir",
+                   str(memory), "--sandbox-dir", str(b)])
+    err = capsys.readouterr().err
+    assert status == 2 and f"belongs to the project {a.resolve()}" in err
+    assert err.count("\n") == 1
+    assert listing(b) == before_b
+    status = main(["-p", "hi", "--resume", session, "--memory-dir", str(memory),
+                   "--sandbox-dir", str(b), "--base-url", "http://127.0.0.1:9"])
+    assert status == 2 and "belongs to another project" in capsys.readouterr().err
+    # The snapshots themselves say where they were taken.
+    objects = open_objects(memory)
+    workspace = Workspace(b, memory, objects)
+    try:
+        with pytest.raises(UsageError, match="belong to the project"):
+            plan_rewind(workspace, session, typed)
+    finally:
+        workspace.close()
+        objects.close()
+    status = main(["--rewind", session, "--to", str(typed), "--files", "--memory-dir",
+                   str(memory), "--sandbox-dir", str(a)])
+    assert status == 0, capsys.readouterr().err
+    assert listing(a) == {"a.txt": (b"a's own\n", False)}

@@ -10,19 +10,22 @@ import anyio
 import pytest
 
 from actors.core.config import Mode
-from actors.core.events import EventSink, Notice, ToolCallFinished, ToolCallStarted
+from actors.core.events import Event, EventSink, Notice, ToolCallFinished, ToolCallStarted
 from actors.core.ids import new_session_id
 from actors.core.mailbox import ask
+from actors.runtime.rewind import RewindRequest
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall
-from actors.workspace import JournalEntry, Workspace, open_objects
+from actors.workspace import Limits, Workspace, open_objects
 from actors.workspace._diff import Trees
+from actors.workspace._journal import JournalEntry
 from actors.workspace.keeper import (
     Request,
     SnapshotRequest,
     Taken,
     WorkspaceClient,
     WorkspaceKeeper,
+    describe_changes,
 )
 from tests.runtime import running, settings_for, wait_for
 
@@ -174,12 +177,15 @@ async def test_the_running_session_rewinds_its_files_through_the_keeper(
             assert {(s.change.path, s.change.status) for s in plan.restore.stats} == {
                 ("a.txt", "added"), ("b.txt", "deleted")}
             assert (project / "b.txt").exists()  # planning writes nothing
-            done = await sup.rewind_files(plan)
+            outcome = await sup.rewind(RewindRequest(before=first, conversation=False,
+                                                     files=True, files_plan=plan))
+            done = outcome.files
+            assert done is not None and outcome.messages is None
             assert sorted(p.name for p in project.iterdir()) == ["a.txt"]
             assert (await sup.run_turn("What now?")).ok  # the session goes on
             undo = await sup.plan_files_rewind(0)
             assert undo.undo and undo.restore.undo.root == done.mark.root
-            await sup.rewind_files(undo)
+            await sup.rewind(RewindRequest(undo=True, files_plan=undo))
             assert sorted(p.name for p in project.iterdir()) == ["b.txt"]
             session = sup.session_id
     objects = open_objects(settings.memory_dir)
@@ -188,7 +194,7 @@ async def test_the_running_session_rewinds_its_files_through_the_keeper(
     assert kinds == ["message", "before", "after", "rewind", "message", "rewind"]
 
 
-async def test_a_recovery_that_cannot_be_done_turns_snapshots_off_and_the_turn_goes_on(
+async def test_an_interrupted_rewind_that_cannot_be_taken_up_is_said_and_the_turn_goes_on(
     tmp_path: Path,
 ) -> None:
     script = [
@@ -200,16 +206,20 @@ async def test_a_recovery_that_cannot_be_done_turns_snapshots_off_and_the_turn_g
         settings.memory_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         objects = open_objects(settings.memory_dir)
         workspace = Workspace(settings.sandbox_dir, settings.memory_dir, objects)
-        missing = "ab" * 20  # a snapshot the store does not have: it cannot be put back
-        workspace.journal.begin(JournalEntry(target=missing, undo=missing,
-                                             project=workspace.project))
+        missing = "ab" * 20  # snapshots the store does not have: they cannot be read
+        entry = JournalEntry(target=missing, undo="cd" * 20, project=workspace.project,
+                             session="another")
+        workspace.journal.begin(entry)
+        objects.marks.add("another", "rewind", 1, bytes.fromhex(missing), call_id=entry.id,
+                          detail={"undo": missing})  # recorded: it must be taken up
         workspace.close()
         objects.close()
         async with running(settings) as (sup, rec):
             assert (await sup.run_turn("Write")).ok
     assert (settings.sandbox_dir / "a.txt").read_text() == "x"
-    off = [n.text for n in rec.of(Notice) if "snapshots are off" in n.text]
-    assert len(off) == 1 and "could not be undone" in off[0]
+    said = [n.text for n in rec.of(Notice) if "could not be taken up now" in n.text]
+    assert len(said) == 1 and "is missing" in said[0]
+    assert not [n for n in rec.of(Notice) if "snapshots are off" in n.text]
     assert workspace.journal.pending() is not None  # kept for the next start
 
 
@@ -246,7 +256,6 @@ async def test_the_files_command_shows_what_each_call_changed(tmp_path: Path) ->
 
 async def test_the_supervisor_rewinds_files_then_the_conversation(tmp_path: Path) -> None:
     from actors.core.errors import UsageError
-    from actors.runtime.rewind import RewindRequest
 
     script = [
         Reply(tool_calls=[ToolCall("run_bash", {"command": "echo b > b.txt"})]),
@@ -316,4 +325,47 @@ async def test_a_before_asked_right_after_a_walk_is_that_walk_and_later_ones_wal
     objects.close()
     assert kinds == [("after", "c0", first.root), ("before", "c1", first.root),
                      ("after", "c1", after.root), ("before", "c2", walked.root)]
+    store.close()
+
+
+async def test_what_a_command_changed_never_claims_a_deletion_it_did_not_see(
+    tmp_path: Path,
+) -> None:
+    """A command that takes the project past the entry cap: the directory no longer looked
+    in is not reported deleted (its files are still there), and the cap is said once."""
+    project = tmp_path / "project"
+    (project / "bulk" / "deep").mkdir(parents=True)
+    for i in range(10):
+        (project / "bulk" / f"b{i}.txt").write_text(f"{i}\n")
+    (project / "bulk" / "deep" / "x.txt").write_text("x\n")
+    memory = tmp_path / "memory"
+    store = SessionStore(memory)
+    session = new_session_id()
+    store.create_session(session, [{"role": "system", "content": "s"}],
+                         project_root=str(project))
+    send, receive = anyio.create_memory_object_stream[Request](8)
+    events_send, events_receive = anyio.create_memory_object_stream[Event](16)
+    keeper = WorkspaceKeeper(project=project, memory_dir=memory, store=store,
+                             session_id=session, events=EventSink(events_send),
+                             limits=Limits(max_entries=20))
+    async with anyio.create_task_group() as tg:
+        await tg.start(keeper.run, receive)
+        client = WorkspaceClient(send)
+        assert await client.snapshot("before", "c1", "run_bash") is not None
+        for i in range(10, 25):  # what the command does: bulk/deep is past the cap now
+            (project / "bulk" / f"b{i}.txt").write_text(f"{i}\n")
+        after = await client.snapshot("after", "c1", "run_bash")
+        client.close()
+    events_send.close()
+    assert after is not None
+    assert {c.status for c in after.changes} == {"added"}
+    assert len(after.changes) == 15 and after.unscanned == ("bulk/deep",)
+    assert "deleted" not in describe_changes(after.changes)
+    async with events_receive:
+        said = [e.text for e in [e async for e in events_receive] if isinstance(e, Notice)]
+    assert len(said) == 1 and "did not look in 1 directory (bulk/deep)" in said[0]
+    objects = open_objects(memory)
+    recorded = objects.marks.paths(m.seq for m in objects.marks.of_session(session))
+    objects.close()
+    assert all(status == "added" for paths in recorded.values() for _p, status in paths)
     store.close()

@@ -14,6 +14,7 @@ from actors.workspace import Limits, Workspace, open_objects
 from actors.workspace._diff import Trees
 from actors.workspace._housekeeping import collect, due
 from actors.workspace._tree import OMITTED
+from tests.project_files import restore
 from tests.stores import Stores
 
 
@@ -226,8 +227,7 @@ def test_objects_and_marks_live_beside_the_sessions(tmp_path: Path, stores: Stor
     assert objects.marks.sessions_changing("a.txt") == {"s1": 1}
     assert objects.marks.sessions_changing("a") == {}
     plan = workspace.plan_restore(first.root, since=second.root)
-    entry, _done = workspace.begin_restore(plan, since=second.root)
-    workspace.finish_restore(entry)
+    restore(workspace, plan, since=second.root)
     assert (project / "a.txt").read_text() == "one\n" and not (project / "c.txt").exists()
     assert (project / "d" / "b.txt").read_text() == "b\n"
     assert objects.marks.roots() == {"s1": [first.root, second.root]}
@@ -272,8 +272,7 @@ def test_fifos_and_sockets_are_never_opened_nor_recorded(tmp_path: Path, memory:
         (project / "a.txt").write_text("b")
         second = workspace.snapshot()
         plan = workspace.plan_restore(first.root)
-        entry, _done = workspace.begin_restore(plan)
-        workspace.finish_restore(entry)
+        restore(workspace, plan)
         assert (project / "pipe").is_fifo() and (project / "sock").is_socket()
         assert (project / "a.txt").read_text() == "a" and second.root != first.root
     finally:

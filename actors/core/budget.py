@@ -17,6 +17,9 @@ from actors.core.messages import Message, tool_calls_of
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
+SMALL_CONTEXT_TOKENS = 8192
+"""A context of at most this many tokens (the budget, or what the server really holds) gets
+the compact system prompt and tool schemas (actors.core.prompts)."""
 
 
 def estimate_message(message: Message) -> int:
@@ -45,6 +48,20 @@ def estimate_tools(tools: Sequence[dict[str, Any]] | None) -> int:
         return 0
     return (len(json.dumps(list(tools), ensure_ascii=False)) + CHARS_PER_TOKEN - 1) \
         // CHARS_PER_TOKEN
+
+
+def estimate_fixed(messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None) -> int:
+    """What every request of a conversation carries, estimated: the system prompt (its first
+    message) and the tool schemas. A stored context (``actors.core.stored``), which always
+    begins with its system prompt, is not parsed for it: its saved estimate is taken."""
+    saved = getattr(messages, "estimate", None)
+    if saved is not None and len(messages):
+        system = int(saved(0))
+    else:
+        first = messages[0] if len(messages) else None
+        system = estimate_message(first) if first is not None and first.get(
+            "role") == "system" else 0
+    return system + estimate_tools(tools)
 
 
 TRUNCATED_SHARE = 0.5  # reported below half the estimate ...

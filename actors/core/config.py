@@ -12,8 +12,16 @@ STORE_ENV = "AGENT_HARNESS_STORE"
 DEFAULT_BASE_URL = "http://localhost:11434/v1"
 DEFAULT_MODEL = "gemma4"
 PLACEHOLDER_API_KEY = "not-needed"
+DEFAULT_LLM_TIMEOUT = 120.0
+"""--llm-timeout: the longest silence of the endpoint once an answer began."""
+DEFAULT_FIRST_TOKEN_TIMEOUT = 600.0
+"""--llm-first-token-timeout: the longest wait for an answer to begin (a local model on a CPU
+reads a prompt of tens of thousands of tokens for minutes before it writes anything)."""
+DEFAULT_MAX_ANSWER_BYTES = 4 * 1024 * 1024
+"""--max-answer-bytes: the most text, reasoning and tool-call arguments one answer may bring
+(about a million tokens, far above any model's output limit); more is cut as it arrives."""
 PROMPT_GRACE_SECONDS = 0.3
-"""How long background start-up work (importing the SDK, opening the workspace) waits after
+"""How long background start-up work (the HTTP client, opening the workspace) waits after
 its actor starts, so that it does not hold the interpreter while the first prompt is drawn;
 a request that comes sooner does that work at once."""
 
@@ -64,7 +72,10 @@ class Settings:
         default_factory=lambda: os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
     )
     mode: Mode = Mode.DEFAULT
-    llm_timeout: float = 120.0
+    llm_timeout: float = DEFAULT_LLM_TIMEOUT
+    llm_first_token_timeout: float = DEFAULT_FIRST_TOKEN_TIMEOUT
+    llm_total_timeout: float | None = None  # a limit on a whole request (none by default)
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
     tool_timeout: float = 120.0
     max_turns: int = 40
     max_tool_calls: int = 200
@@ -77,6 +88,10 @@ class Settings:
     preflight: bool = False  # check the endpoint in the background at start (the REPL does)
     auto_title: bool = False  # ask the model for a title after the first answer (the REPL does)
     retry_backoff: float = field(default_factory=default_retry_backoff)
+    chosen: frozenset[str] = frozenset()  # "mode", "model": given on the command line (they
+    # then win over what a resumed session saved)
     workspace_snapshots: bool = True  # snapshot the project's files (rewind of files)
     snapshot_retention_days: float = 30.0  # older snapshots are collected (each session's
     # newest is kept)
+    snapshot_quota_bytes: int | None = None  # the snapshots' store is kept under it (None:
+    # 1 GiB, or 4 times the project's kept size when that is more)

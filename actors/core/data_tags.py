@@ -11,6 +11,10 @@ It replaces the ``<`` of every opening or closing data tag, whatever its letter 
 any whitespace, ``_`` or ``-`` between the words (``</TOOL_RESULT>``, ``< /tool-result``,
 ``<Memory Notes>``), by ``&lt;``. Nothing else changes, so code and markup in tool output
 stay readable. :func:`escape_attribute` makes a value safe inside a double-quoted attribute.
+
+The model's own control tokens (``<turn|>``, ``<|im_end|>``) in such text are another matter:
+the server's tokenizer, not the model, would read them, so they are broken where a request is
+encoded, for every message alike (:mod:`actors.core.control_tokens`).
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ replies, never as text.
      │    ├── EndpointUnreachable      connection refused, DNS failure, bad URL or scheme
      │    ├── EndpointTimeout          no answer within --llm-timeout
      │    ├── RequestRefused           HTTP 4xx: the request is wrong for this server
-     │    │    └── ModelNotFound       the model is not on the server (names those that are)
+     │    │    ├── ModelNotFound       the model is not on the server (names those that are)
+     │    │    └── ContextExceeded     longer than the context the server gives a request
      │    ├── ServerMisconfigured      a known permanent server setting (llama.cpp --jinja, ...)
      │    ├── ServerFailed             HTTP 5xx or 429 after the retries
      │    ├── StreamBroken             the stream was cut or ended without a finish_reason
@@ -260,6 +261,34 @@ class ModelNotFound(RequestRefused):
             more = f" and {len(self.available) - 12} more" if len(self.available) > 12 else ""
             text += f" Models there: {shown}{more}."
         return text
+
+
+class ContextExceeded(RequestRefused):
+    """The request is longer than the context the server gives it; ``prompt_tokens`` and
+    ``context`` are the server's figures when it says them (llama.cpp, vLLM)."""
+
+    kind = "context exceeded"
+
+    def __init__(
+        self,
+        what: str,
+        detail: str = "",
+        *,
+        prompt_tokens: int | None = None,
+        context: int | None = None,
+        hint: str = "",
+        endpoint: str = "",
+        status: int | None = None,
+    ) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.context = context
+        super().__init__(what, detail, hint=hint, endpoint=endpoint, status=status)
+
+    def with_hint(self, hint: str) -> ContextExceeded:
+        """The same error with another hint (one that knows the request)."""
+        return ContextExceeded(self.what, self.detail, prompt_tokens=self.prompt_tokens,
+                               context=self.context, hint=hint, endpoint=self.endpoint,
+                               status=self.status)
 
 
 class ServerMisconfigured(ModelError):

@@ -6,7 +6,7 @@ Each kind of event has one producer:
 
 - the supervisor: :class:`SessionOpened` (first), :class:`ContextGauge`,
   :class:`CompactionState`, :class:`TitleChanged`, :class:`PlanningChanged`,
-  :class:`ApprovalsChanged`, and the
+  :class:`ApprovalsChanged`, :class:`SettingsChanged`, and the
   :class:`Notice` lines of the session (recovered, compacted, waiting);
 - the model client: :class:`TextDelta`, :class:`StreamRestarted` and its retry notices;
 - the tool executor: :class:`ToolCallStarted`, :class:`ToolCallFinished` (exactly one per
@@ -39,6 +39,8 @@ class SessionOpened:
     # context, (message number, message), for the front end to show where the user was
     parent_id: str | None = None  # a fork's parent
     fork_point: int | None = None  # the parent's message it was cut after
+    mode: str = ""  # the permission mode in force (the session's, or the command line's)
+    model: str = ""  # the model asked
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,15 @@ class ApprovalsChanged:
 
 
 @dataclass(frozen=True)
+class SettingsChanged:
+    """``\\mode`` or ``\\model`` changed what is in force for the rest of the session (and
+    saved with it)."""
+
+    mode: str
+    model: str
+
+
+@dataclass(frozen=True)
 class PlanningChanged:
     """The to-do list changed (and at the start of a run): ``todos`` as ``\\todos`` shows it."""
 
@@ -152,6 +163,11 @@ class ApprovalRequest:
     waiting and the call is reported as not executed. ``arguments`` are the call's validated
     arguments (for showing a diff or the full command); ``asks`` is the tool's own reason to
     be asked whatever the mode, if it gave one (such a call is never approved in advance).
+    ``call_id`` is the call's id, as its :class:`ToolCallStarted` gave it.
+
+    ``approved``: the mode approved the call already (an edit in acceptEdits): nothing is
+    asked; the front end shows the change and answers anything once it is shown (the call
+    runs whatever the answer), so an edit it approved is never out of sight.
     """
 
     tool: str
@@ -159,6 +175,8 @@ class ApprovalRequest:
     reply: MemoryObjectSendStream[bool | Denied]
     arguments: dict[str, Any] = field(default_factory=dict)
     asks: str = ""
+    call_id: str = ""
+    approved: bool = False
 
 
 Event = (
@@ -175,6 +193,7 @@ Event = (
     | TitleChanged
     | PlanningChanged
     | ApprovalsChanged
+    | SettingsChanged
     | ApprovalRequest
 )
 

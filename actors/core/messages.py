@@ -19,11 +19,21 @@ INTERRUPTED_NOTICE = "Execution interrupted; outcome unknown. Inspect state befo
 NOT_STARTED_NOTICE = (
     "Not executed: the session stopped before this call started. Safe to retry."
 )
+NO_ANSWER_NOTICE = "[No answer: the request for the message above failed or was interrupted.]"
+"""The assistant's place after a user message that got no answer, written when the next
+message is sent: the request then carries no two user messages in a row."""
+PINNED_PREFIX = "[pinned instruction] "
+"""What a ``\\pin`` puts before its text in the user's role (an instruction, no question)."""
 
 
 SHOWN = "shown"
 """A user message's key for what the user typed, when the message sent differs from it (files
 attached with ``@path``). Kept in the transcript for showing; never sent to a model."""
+
+REASONING = "reasoning_content"
+"""An assistant message's key for the model's reasoning (its thinking, kept apart from the
+answer). Kept in the session; sent back only to a server whose chat template renders it, and
+only on the messages of the current turn (:mod:`actors.model._body`)."""
 
 
 def to_plain(message: Any) -> Message:

@@ -14,14 +14,25 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from actors.core.carried import PINNED_HEADER, SUMMARY_HEADER, SUMMARY_OPEN
+from actors.core.controls import TERMINAL_CONTROLS
 from actors.core.messages import SHOWN, text_of
 
 PREVIEW_CHARS = 200  # what the store keeps; listings cut it shorter to fit the screen
+_CONTROLS = re.compile(f"[{TERMINAL_CONTROLS}]")
 _TAGS = re.compile(
     r"</?\s*(?:session[\s_-]*context[\s_-]*data|tool[\s_-]*result|memory[\s_-]*notes)\b[^>]*>",
     re.IGNORECASE,
 )
 _BOILERPLATE = (SUMMARY_HEADER.strip(), PINNED_HEADER.strip())
+_ATTACHED = re.compile(r'<attached_file path="([^"]*)"')
+_ENTITIES = (("&quot;", '"'), ("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
+
+
+def _unescape(value: str) -> str:
+    """An attribute's value as it was before ``escape_attribute``."""
+    for entity, char in _ENTITIES:
+        value = value.replace(entity, char)
+    return value
 
 
 def is_carried(message: Mapping[str, Any]) -> bool:
@@ -41,6 +52,36 @@ def own_user_text(message: Mapping[str, Any]) -> str | None:
         return None
     shown = message.get(SHOWN)
     return shown if isinstance(shown, str) else text_of(message)
+
+
+def attached_paths(message: Mapping[str, Any]) -> list[str]:
+    """The paths of the files (or directories) attached with ``@path`` to a user message."""
+    content = message.get("content")
+    if message.get("role") != "user" or not isinstance(content, str) or (
+            "<attached_file" not in content):
+        return []
+    return [_unescape(path) for path in _ATTACHED.findall(content)]
+
+
+def typed_with_labels(message: Mapping[str, Any]) -> str | None:
+    """What the user typed, with ``[attached: a.py]`` for the files sent with it (never
+    their content or tags); None for any other message."""
+    text = own_user_text(message)
+    if text is None:
+        return None
+    paths = attached_paths(message)
+    return text + (f" [attached: {', '.join(paths)}]" if paths else "")
+
+
+def result_label(content: str) -> str:
+    """A tool result as a short label: its first line without the data tags, and how many
+    lines follow (``+3 lines``)."""
+    lines = [line for line in _TAGS.sub("", content).split("\n") if line.strip()]
+    if not lines:
+        return "(no output)"
+    more = len(lines) - 1
+    first = one_line(lines[0])
+    return first + (f" (+{more} line{'s' if more > 1 else ''})" if more else "")
 
 
 def latest_user_text(messages: Iterable[Mapping[str, Any]]) -> str | None:
@@ -72,3 +113,9 @@ def one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
     if len(flat) <= limit:
         return flat
     return flat[: max(0, limit - 1)].rstrip() + "…"
+
+
+def clean_title(text: str) -> str:
+    """A title as it is stored: one line, without terminal controls (each is a space) or the
+    data tags, whitespace folded."""
+    return one_line(_CONTROLS.sub(" ", text), 10_000)

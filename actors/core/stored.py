@@ -27,10 +27,19 @@ from collections.abc import Callable, Iterable, Iterator, MutableSequence, Seque
 from typing import Any, overload
 
 from actors.core.budget import estimate_message
-from actors.core.messages import SHOWN, Facts, Message, encode, facts_of, facts_of_shape
+from actors.core.messages import (
+    REASONING,
+    SHOWN,
+    Facts,
+    Message,
+    encode,
+    facts_of,
+    facts_of_shape,
+)
 
 _PLAIN: Facts = (False, None, ())  # the facts of most messages
 _SHOWN_KEY = f'"{SHOWN}":'  # the harness-only key, as canonical JSON writes a key
+_REASONING_KEY = f'"{REASONING}":'  # a key a request sends only at times
 _ROLE = '{"role":"'  # how the canonical JSON of a message built role first begins
 
 
@@ -187,15 +196,17 @@ class StoredMessages(MutableSequence[Message]):
         gives, byte for byte), its saved token estimate and the ids of the calls it makes;
         None when the message must be read instead (given as a dict, parsed already, saved
         without its facts, or holding the harness-only key :data:`SHOWN`, which a request
-        leaves out). Only a key ``"shown"`` puts that text in canonical JSON (a quote inside
-        a string is escaped), so a text without it has no such key at any depth."""
+        leaves out, or the reasoning :data:`REASONING`, which it sends only at times). Only
+        such a key puts that text in canonical JSON (a quote inside a string is escaped), so
+        a text without it has no such key at any depth."""
         item = self._items[position]
         if type(item) is not int:
             return None
         rows = self._rows
         assert rows is not None
         text, shape, tokens = rows.texts[item], rows.shapes[item], rows.tokens[item]
-        if text is None or shape is None or tokens is None or _SHOWN_KEY in text:
+        if (text is None or shape is None or tokens is None or _SHOWN_KEY in text
+                or _REASONING_KEY in text):
             return None
         return text, tokens, facts_of_shape(shape)[2] if shape else ()
 

@@ -12,7 +12,9 @@ Where a title came from (``title_source``) decides what may replace it:
 The title call sends the first exchange as JSON data (no ``<`` in it, so no tag can end the
 data block) and asks for a few words; its answer is
 cleaned (quotes, a ``Title:`` prefix, markdown and trailing punctuation removed) and refused
-when empty. Pure functions; the supervisor makes the call and owns its cost.
+when empty. Every title is stored clean (:func:`~actors.core.previews.clean_title`: one line,
+no terminal controls), whoever wrote it. Pure functions; the supervisor makes the call and
+owns its cost.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 
-from actors.core.previews import one_line
+from actors.core.previews import clean_title
 
 PROVISIONAL_CHARS = 60
 MODEL_TITLE_CHARS = 60
@@ -47,8 +49,8 @@ def provisional_title(text: str) -> str:
 
 
 def one_line_per_line(text: str) -> list[str]:
-    """Each line of ``text`` cleaned as a listing shows it."""
-    return [one_line(line, 10_000) for line in text.splitlines()]
+    """Each line of ``text`` cleaned as a title is stored (:func:`clean_title`)."""
+    return [clean_title(line) for line in text.splitlines()]
 
 
 def title_request(user_text: str, answer_text: str) -> list[dict[str, str]]:

@@ -4,8 +4,9 @@ llama.cpp, vLLM, ...), with their real streaming dialects, retries and clear fai
 Modules, one idea each: ``_sse`` (server-sent events), ``_reasoning`` (thinking apart from the
 answer), ``_assembly`` (chunks back into one message), ``_classify`` (every failure as one
 :class:`~actors.core.errors.ModelError`), ``_retry`` (what is tried again), ``_endpoint``
-(the URL and the server behind it), ``_wire`` (one request on the wire), ``client`` (the
-actor).
+(the URL and the server behind it), ``_timeouts`` (how long the server may keep a request
+waiting), ``_wire`` (one request on the wire), ``client`` (the actor), ``doctor`` (the
+endpoint's checks for ``--doctor``).
 """
 
 from __future__ import annotations

@@ -17,6 +17,11 @@ send). What the servers do, and what is done about it:
   ``\\u003e`` for display).
 - Reasoning from the ``reasoning`` / ``reasoning_content`` fields, or inline ``<think>`` tags
   (see :mod:`actors.model._reasoning`), is kept apart from the answer.
+- ``limit``: at most that many bytes (UTF-8) of text, reasoning and tool-call arguments, all
+  together, are taken; what comes past it is dropped and :attr:`Assembly.over_limit` says so
+  (the reader then stops reading: :mod:`actors.model._wire`). A tool call whose arguments
+  the cut left incomplete keeps ``{}`` (it is never run; its result says why), so the saved
+  answer sends no megabytes of broken JSON back to the server.
 
 Pure: no I/O, no clock.
 """
@@ -30,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actors.core.budget import Usage
-from actors.core.messages import Message
+from actors.core.messages import REASONING, Message
 from actors.model._reasoning import Piece, ThinkSplitter
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
@@ -146,6 +151,9 @@ class Assembly:
     finish_reason: str | None = None
     fingerprint: str = ""
     chunks: int = 0
+    limit: int | None = None  # bytes of text, reasoning and arguments taken, at most
+    size: int = 0  # bytes of them taken so far
+    over_limit: bool = False  # more came than ``limit`` lets in: the answer is cut
     _calls: list[_Call] = field(default_factory=list)
     _by_index: dict[int, _Call] = field(default_factory=dict)
     _splitter: ThinkSplitter = field(default_factory=ThinkSplitter)
@@ -172,6 +180,11 @@ class Assembly:
                 self.finish_reason = reason
         return shown
 
+    def cut(self) -> None:
+        """The answer is cut at :attr:`limit`: it ends here, as at an output limit."""
+        self.over_limit = True
+        self.finish_reason = "length"
+
     def finish(self) -> list[Piece]:
         """The stream ended: flush what the reasoning splitter held back."""
         return self._record(self._splitter.finish())
@@ -189,6 +202,9 @@ class Assembly:
         for name in REASONING_FIELDS:
             value = delta.get(name)
             if isinstance(value, str) and value:
+                value = self._fit(value)
+                if not value:
+                    break
                 self.reasoning.append(value)
                 shown.append(Piece("reasoning", value))
                 break
@@ -197,12 +213,27 @@ class Assembly:
             content = "".join(p.get("text", "") for p in content
                               if isinstance(p, dict) and isinstance(p.get("text"), str))
         if isinstance(content, str) and content:
+            content = self._fit(content)
+        if isinstance(content, str) and content:
             shown += self._record(self._splitter.feed(content))
         calls = delta.get("tool_calls")
         for call in calls if isinstance(calls, list) else []:
             if isinstance(call, dict):
                 self._take_call(call)
         return shown
+
+    def _fit(self, text: str) -> str:
+        """As much of ``text`` as :attr:`limit` still lets in (all of it without a limit);
+        counted in UTF-8 bytes, cut at a character's boundary."""
+        if self.limit is None or not text:
+            return text
+        size = len(text) if text.isascii() else len(text.encode())
+        if self.size + size <= self.limit:
+            self.size += size
+            return text
+        room = max(0, self.limit - self.size)
+        self.size, self.over_limit = self.limit, True
+        return text.encode()[:room].decode(errors="ignore")
 
     def _record(self, pieces: Iterable[Piece]) -> list[Piece]:
         out = []
@@ -225,7 +256,7 @@ class Assembly:
             function = {}
         name = function.get("name")
         name = name if isinstance(name, str) else ""
-        arguments = _as_text(function.get("arguments"))
+        arguments = self._fit(_as_text(function.get("arguments")))
         slot = self._slot(index, call_id, name)
         if call_id and not slot.id:
             slot.id = call_id
@@ -275,20 +306,28 @@ class Assembly:
                 while call_id in used:
                     call_id = new_call_id()
             used.add(call_id)
+            arguments = repair_arguments(slot.arguments_text())
+            if self.over_limit and not _complete_json(arguments):
+                arguments = "{}"  # cut at the limit: never run, and no junk sent back
             calls.append({
                 "id": call_id,
                 "type": "function",
-                "function": {"name": slot.name,
-                             "arguments": repair_arguments(slot.arguments_text())},
+                "function": {"name": slot.name, "arguments": arguments},
             })
         return calls
 
     def message(self) -> Message:
+        """The assistant message: the answer, the tool calls, and the reasoning under its
+        own key (kept in the session; sent back only where it belongs, see
+        :mod:`actors.model._body`)."""
         calls = self.tool_calls()
         text = self.answer_text()
         message: Message = {"role": "assistant", "content": text or (None if calls else "")}
         if calls:
             message["tool_calls"] = calls
+        reasoning = self.reasoning_text()
+        if reasoning:
+            message[REASONING] = reasoning
         return message
 
 

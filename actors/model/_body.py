@@ -22,6 +22,18 @@ the harness reads (:data:`~actors.core.messages.SHOWN`, what the user typed besi
 model gets): they are left out here, as each message is encoded, so the caller passes its
 own message objects and they are recognised request after request.
 
+Every message's JSON has the control tokens of the served model neutralised
+(:mod:`actors.core.control_tokens`: text from files, tools, attachments, summaries and
+imported sessions stays text when the server tokenizes the prompt); a change of the tokens
+known (learned from the server after the first requests) encodes every message again, once.
+
+An assistant message's reasoning (:data:`~actors.core.messages.REASONING`) is sent only when
+the caller says the server's template renders it, and then only on the messages of the
+current turn, after the last user message (where such templates read it: Gemma 4 keeps its
+chain of thought between the tool calls of one turn, and no template wants earlier turns'):
+a message encoded with its reasoning is encoded again, without it, once a user message
+follows it.
+
 Pure: no I/O; not thread-safe (the model client uses it on the event loop only).
 """
 
@@ -34,7 +46,8 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from actors.core.budget import estimate_message
-from actors.core.messages import SHOWN, Message, call_ids_of
+from actors.core.control_tokens import ControlTokens
+from actors.core.messages import REASONING, SHOWN, Message, call_ids_of
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 CHUNK = 64 * 1024  # bytes of body per write (asyncio's transport buffers 64 KiB before pausing)
@@ -45,11 +58,32 @@ def dumps(value: Any) -> bytes:
     return _encoder.encode(value).encode()
 
 
-def _for_wire(message: Message) -> Message:
-    """``message`` as a request carries it: without the keys only the harness reads."""
-    if SHOWN in message:
-        return {key: value for key, value in message.items() if key != SHOWN}
+FAMILIES = ControlTokens()  # the common families' control tokens, for any server
+
+
+def _for_wire(message: Message, reasoning: bool = False) -> Message:
+    """``message`` as a request carries it: without the keys only the harness reads, and
+    with its reasoning only when ``reasoning`` says so."""
+    if SHOWN in message or (not reasoning and REASONING in message):
+        return {key: value for key, value in message.items()
+                if key != SHOWN and (reasoning or key != REASONING)}
     return message
+
+
+_ROLE = '{"role":"'  # how the canonical JSON of a message built role first begins
+_USER = _ROLE + 'user"'
+
+
+def _is_user(messages: Sequence[Message], position: int, text: str | None = None) -> bool:
+    """Whether the message at ``position`` is the user's; ``text``: its stored JSON, if it
+    is a stored row (one whose role comes first is told without parsing it)."""
+    if text is None:
+        wire = getattr(messages, "wire", None)
+        stored = wire(position) if wire is not None else None
+        text = stored[0] if stored is not None else None
+    if text is not None and text.startswith(_ROLE):
+        return text.startswith(_USER)
+    return bool(messages[position].get("role") == "user")
 
 
 def _keys(messages: Sequence[Message]) -> tuple[object, Sequence[object]]:
@@ -174,9 +208,13 @@ class EncodedMessages:
         self._origin: object = None  # the owner of the stored rows the keys index
         self._keys: list[object] = []  # per message: its dict, or its stored row's index
         self._ends: list[int] = []  # the end offset (bytes) of each message's JSON, joined
-        self._tokens: list[int] = []  # estimated tokens of the messages up to each one
+        self._estimates: list[int] = []  # estimated tokens of the messages up to each one
         self._calls: list[tuple[str, ...] | list[str]] = []  # each message's call ids
         self._parts: list[str | bytes] = []  # each message's JSON: a stored text, or encoded
+        self._user: list[bool] = []  # each message: whether it is the user's
+        self._reasoned: set[int] = set()  # the messages encoded with their reasoning
+        self._reasoning = False  # whether the latest update sent the current turn's reasoning
+        self._tokens = FAMILIES  # the control tokens the messages held are neutralised for
         self._call_ids: set[str] = set()
         self.encoded = 0  # messages encoded so far (for tests and benchmarks)
         self.taken = 0  # messages taken as stored, not parsed nor encoded (the same)
@@ -187,9 +225,15 @@ class EncodedMessages:
         return (bool(self._keys) and bool(keys) and keys[0] is self._keys[0]
                 and (origin is self._origin or type(keys[0]) is not int))
 
-    def update(self, messages: Sequence[Message]) -> None:
+    def update(self, messages: Sequence[Message], *, reasoning: bool = False,
+               tokens: ControlTokens = FAMILIES) -> None:
         """Make these the messages held, encoding only those not held already. A stored
-        row not yet parsed is taken as stored (its text is what encoding it would give)."""
+        row not yet parsed is taken as stored (its text is what encoding it would give, its
+        control tokens neutralised). ``reasoning``: send the reasoning of the current
+        turn's messages; ``tokens``: the control tokens to neutralise (see the module)."""
+        if tokens is not self._tokens:
+            self._truncate(0)
+            self._tokens = tokens
         origin, keys = _keys(messages)
         held_keys = self._keys
         held = len(held_keys)
@@ -206,31 +250,77 @@ class EncodedMessages:
             )
             self._truncate(keep)
         self._origin = origin
+        turn = len(keys)  # where the current turn's messages begin (none of them held)
+        if reasoning or self._reasoned:
+            turn = self._turn_start(messages, keep)
+            for position in sorted(self._reasoned):  # a user message followed them
+                if position < turn or not reasoning:
+                    self._encode_again(messages[position], position, reasoning=False)
+            if reasoning and not self._reasoning:  # the turn's held messages gain theirs
+                for position in range(turn, keep):
+                    if REASONING in messages[position]:
+                        self._encode_again(messages[position], position, reasoning=True)
+        self._reasoning = reasoning
         wire = getattr(messages, "wire", None)
         for position in range(keep, len(keys)):
             stored = wire(position) if wire is not None else None
             part: str | bytes
             if stored is not None:
-                part, tokens, calls = stored  # the row's own text, not a copy
+                text, estimate, calls = stored
+                part = tokens.neutralise(text)  # the row's own text, not a copy (mostly)
+                self._user.append(_is_user(messages, position, text))
                 self.taken += 1
             else:
                 message = messages[position]
-                part = dumps(_for_wire(message))
-                tokens, calls = estimate_message(message), call_ids_of(message)
+                reasoned = reasoning and position >= turn and REASONING in message
+                part = self._encode(message, reasoned)
+                if reasoned:
+                    self._reasoned.add(position)
+                self._user.append(message.get("role") == "user")
+                estimate, calls = estimate_message(message), call_ids_of(message)
                 self.encoded += 1
             end = self._ends[-1] + 1 if self._ends else 0  # a comma after the one before
             self._parts.append(part)
             held_keys.append(keys[position])
             self._ends.append(end + _size(part))
-            previous = self._tokens[-1] if self._tokens else 0
-            self._tokens.append(previous + tokens)
+            previous = self._estimates[-1] if self._estimates else 0
+            self._estimates.append(previous + estimate)
             self._calls.append(calls)
             self._call_ids.update(calls)
 
+    def _encode(self, message: Message, reasoning: bool) -> bytes:
+        """``message`` as the request sends it (see :func:`_for_wire`), its control tokens
+        neutralised."""
+        return self._tokens.neutralise(_encoder.encode(_for_wire(message, reasoning))).encode()
+
+    def _encode_again(self, message: Message, position: int, *, reasoning: bool) -> None:
+        """Encode a held message again, with or without its reasoning, in its place."""
+        part = self._encode(message, reasoning)
+        delta = _size(part) - _size(self._parts[position])
+        self._parts[position] = part
+        ends = self._ends
+        for later in range(position, len(ends)):
+            ends[later] += delta
+        if reasoning:
+            self._reasoned.add(position)
+        else:
+            self._reasoned.discard(position)
+        self.encoded += 1
+
+    def _turn_start(self, messages: Sequence[Message], held: int) -> int:
+        """The position after the last user message of ``messages`` (0: there is none);
+        the first ``held`` of them are the messages held."""
+        for position in range(len(messages) - 1, -1, -1):
+            if self._user[position] if position < held else _is_user(messages, position):
+                return position + 1
+        return 0
+
     def _truncate(self, keep: int) -> None:
         del self._keys[keep:]
+        del self._user[keep:]
+        self._reasoned = {i for i in self._reasoned if i < keep}
         del self._ends[keep:]
-        del self._tokens[keep:]
+        del self._estimates[keep:]
         del self._calls[keep:]
         del self._parts[keep:]
         self._call_ids = {i for calls in self._calls for i in calls}
@@ -238,7 +328,7 @@ class EncodedMessages:
     @property
     def tokens(self) -> int:
         """The estimated tokens of the messages held (``estimate_messages`` of them)."""
-        return self._tokens[-1] if self._tokens else 0
+        return self._estimates[-1] if self._estimates else 0
 
     @property
     def call_ids(self) -> set[str]:

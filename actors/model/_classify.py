@@ -20,6 +20,7 @@ import socket
 from typing import Any
 
 from actors.core.errors import (
+    ContextExceeded,
     EndpointTimeout,
     EndpointUnreachable,
     InvalidResponse,
@@ -32,7 +33,6 @@ from actors.core.errors import (
 )
 from actors.model._endpoint import Endpoint
 from actors.model._http import http
-from actors.model._sdk import loaded
 
 SNIPPET = 160
 
@@ -89,7 +89,8 @@ def error_status(payload: Any) -> int | None:
 
 _CONFIGURATION = [
     (re.compile(r"requires --jinja", re.I),
-     "Restart llama-server with --jinja (tool calls need its Jinja chat templates)."),
+     "Restart llama-server without --no-jinja (older builds: with --jinja); tool calls "
+     "need its Jinja chat templates."),
     (re.compile(r"cannot use tools with stream", re.I),
      "This llama.cpp build cannot stream tool calls: update it and start llama-server "
      "with --jinja."),
@@ -101,6 +102,12 @@ _CONFIGURATION = [
 ]
 _CONTEXT = re.compile(r"context (size|length|window)|maximum context|too many tokens|"
                       r"exceed_context_size", re.I)
+_VLLM_FIGURES = re.compile(r"maximum context length is (\d+) tokens\D+?(\d+) tokens")
+# llama.cpp's error to every request in flight when its KV cache, shared by its slots, is full
+_KV_CACHE_FULL = re.compile(r"context size has been exceeded", re.I)
+KV_CACHE_FULL_HINT = ("llama-server's context (its KV cache, -c) is shared by the requests it "
+                      "serves at once, and they filled it: start it with -np 1 (one request "
+                      "at a time gets all of it) or a larger -c.")
 _MODEL_MISSING = re.compile(r"model .*(not found|does not exist|not loaded)|"
                             r"(no such|unknown) model|model_not_found|try pulling", re.I)
 
@@ -142,12 +149,35 @@ def from_status(
         error.retry_after = retry_after
         return error
     if status >= 500:
-        return ServerFailed(what, message, endpoint=url, status=status)
-    hint = ""
+        hint = KV_CACHE_FULL_HINT if _KV_CACHE_FULL.search(message) else ""
+        return ServerFailed(what, message, endpoint=url, status=status, hint=hint)
     if _CONTEXT.search(message):
-        hint = ("The conversation is longer than the server's context: lower "
-                "--max-context-tokens or raise the server's context length.")
-    return RequestRefused(what, message, hint=hint, endpoint=url, status=status)
+        prompt, context = context_figures(body, message)
+        return ContextExceeded(
+            what, message, prompt_tokens=prompt, context=context, endpoint=url, status=status,
+            hint="The conversation is longer than the server's context: lower "
+                 "--max-context-tokens or raise the server's context length.")
+    return RequestRefused(what, message, endpoint=url, status=status)
+
+
+def context_figures(body: Any, message: str) -> tuple[int | None, int | None]:
+    """The prompt's tokens and the context's, as the server said them: llama.cpp's
+    ``n_prompt_tokens`` and ``n_ctx`` fields, or vLLM's sentence ("maximum context length is
+    8192 tokens. However, you requested 9000 tokens")."""
+    if isinstance(body, bytes | bytearray | str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            body = None
+    inner = body.get("error") if isinstance(body, dict) else None
+    fields = inner if isinstance(inner, dict) else body if isinstance(body, dict) else {}
+    prompt, context = fields.get("n_prompt_tokens"), fields.get("n_ctx")
+    if isinstance(prompt, int) and isinstance(context, int):
+        return prompt, context
+    match = _VLLM_FIGURES.search(message)
+    if match:
+        return int(match.group(2)), int(match.group(1))
+    return None, None
 
 
 def retry_after_of(response: Any) -> float | None:
@@ -183,16 +213,6 @@ def from_exception(exc: BaseException, endpoint: Endpoint, *, streaming: bool) -
     if isinstance(exc, ModelError):
         return exc
     url = endpoint.base_url
-    openai = loaded()  # an exception from the SDK means it is imported
-    status_error = getattr(openai, "APIStatusError", ())
-    if isinstance(exc, status_error):
-        response = exc.response
-        try:
-            body: Any = response.content
-        except Exception:  # the body could not be read: the SDK's parse is all there is
-            body = exc.body
-        return from_status(exc.status_code, body, endpoint,
-                           retry_after=retry_after_of(response))
     chain = _chain(exc)
     for link in chain:
         if isinstance(link, ConnectionRefusedError) or (
@@ -203,24 +223,27 @@ def from_exception(exc: BaseException, endpoint: Endpoint, *, streaming: bool) -
         if isinstance(link, socket.gaierror):
             return EndpointUnreachable("unknown host", snippet(str(link.strerror or link)),
                                        endpoint=url, hint="Check the host in --base-url.")
+    # Nothing listening (above) is told without importing the HTTP library: the model
+    # client asks before it makes its connection (actors.model._connection.listening).
+    for link in chain:
         if isinstance(link, http.UnsupportedProtocol | http.InvalidURL):
             return EndpointUnreachable("the URL is not usable", snippet(str(link)),
                                        endpoint=url, hint="Check --base-url.")
         if isinstance(link, http.ConnectTimeout):
             return EndpointUnreachable("no connection", "the server did not accept one in time",
                                        endpoint=url, hint=endpoint.unreachable_hint())
+    if isinstance(exc, http.HTTPStatusError):
+        response = exc.response
+        return from_status(response.status_code, response.content, endpoint,
+                           retry_after=retry_after_of(response))
     for link in chain:
         if isinstance(link, http.TimeoutException | TimeoutError):
             return EndpointTimeout("no answer", "the server stopped sending", endpoint=url)
-        connection = getattr(openai, "APIConnectionError", ())
-        if isinstance(link, (http.TransportError, OSError, connection)):
+        if isinstance(link, http.TransportError | OSError):
             detail = snippet(str(link)) or type(link).__name__
             if streaming or isinstance(link, http.RemoteProtocolError | http.ReadError):
                 return StreamBroken("the connection dropped", detail, endpoint=url)
             return StreamBroken("the connection failed", detail, endpoint=url)
-    if isinstance(exc, getattr(openai, "APIError", ())):
-        return InvalidResponse("the SDK could not read the answer",
-                               snippet(str(exc)), endpoint=url)
     name = type(exc).__name__
     return ModelError(f"unexpected error ({name})", snippet(str(exc)), endpoint=url)
 
@@ -238,6 +261,14 @@ def stream_error(payload: Any, endpoint: Endpoint, *, body: bool = False) -> Mod
     if code is None:
         return from_status(400 if body else 500, payload, endpoint, what=f"an error {where}")
     return from_status(code, payload, endpoint, what=f"error {code} {where}")
+
+
+def redirected(status: int, location: str, endpoint: Endpoint) -> RequestRefused:
+    """An HTTP redirect (an ``http://`` endpoint follows none): where to point instead."""
+    base = location.split("/chat/completions", 1)[0] if location else ""
+    hint = f"Use --base-url {base}" if base else "Check --base-url."
+    return RequestRefused(f"HTTP {status}", f"redirected to {snippet(location or '?')}",
+                          hint=hint, endpoint=endpoint.base_url, status=status)
 
 
 def broken(what: str, detail: str, endpoint: Endpoint) -> StreamBroken:

@@ -6,6 +6,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
@@ -83,6 +84,9 @@ class Endpoint:
     models: list[str] = field(default_factory=list)  # from /v1/models, when listed
     context_length: int | None = None  # the context the server will really use
     context_source: str = ""  # how it was learned, for the warning
+    slots: int | None = None  # llama.cpp: requests served at once (each gets context_length)
+    renders_reasoning: bool = False  # its chat template reads the turn's reasoning_content
+    control_tokens: frozenset[str] = frozenset()  # the served model's, as the server told
 
     def __post_init__(self) -> None:
         if self.server == "unknown":
@@ -118,6 +122,24 @@ class Endpoint:
         self.models = ids
         return ids
 
+    def learn_from_props(self, props: object) -> None:
+        """What llama.cpp's ``/props`` says: the context of one slot (``n_ctx``; with
+        ``--no-kv-unified`` each of the ``total_slots`` gets ``-c`` divided by their
+        number) and whether its chat template renders an assistant message's
+        ``reasoning_content`` (see :func:`template_renders_reasoning`)."""
+        if not isinstance(props, dict):
+            return
+        self.server = "llama.cpp"
+        settings = props.get("default_generation_settings")
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0:
+            self.context_length = n_ctx
+            self.context_source = "n_ctx in /props"
+        slots = props.get("total_slots")
+        if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0:
+            self.slots = slots
+        self.renders_reasoning = template_renders_reasoning(props)
+
     def has_model(self) -> bool | None:
         """Whether the listed models include ours (None: nothing listed, or llama.cpp, which
         serves its one model under any name). ollama lists ``gemma4:latest`` for ``gemma4``."""
@@ -130,7 +152,8 @@ class Endpoint:
         if self.server == "ollama":
             return "Is ollama running? Start it with 'ollama serve'."
         if self.server == "llama.cpp":
-            return "Is llama-server running? Start it with 'llama-server -m MODEL.gguf --jinja'."
+            return ("Is llama-server running? Start it with 'llama-server -m MODEL.gguf -c 32768 "
+                    "-np 1'.")
         if self.server == "vllm":
             return "Is vLLM running? Start it with 'vllm serve MODEL'."
         return "Is the server running? Check --base-url (or $OPENAI_BASE_URL)."
@@ -144,6 +167,45 @@ class Endpoint:
         if self.server == "ollama":
             return f"Pull it with 'ollama pull {self.model}'."
         return "Check --model."
+
+
+def template_renders_reasoning(props: dict[str, object]) -> bool:
+    """Whether the chat template llama.cpp reports renders ``reasoning_content``: its own
+    probe says so (``chat_template_caps.supports_preserve_reasoning``: an earlier turn's
+    reasoning is rendered), or the template reads the field at all (Gemma 4's renders it
+    only after the last user message, where the probe does not look)."""
+    caps = props.get("chat_template_caps")
+    if isinstance(caps, dict) and caps.get("supports_preserve_reasoning") is True:
+        return True
+    template = props.get("chat_template")
+    return isinstance(template, str) and "reasoning_content" in template
+
+
+_MARKUP = re.compile(r"<[^\s<>]{1,48}>|\[/?[A-Z_]{2,32}\]")
+
+
+def markup_candidates(props: dict[str, object]) -> list[str]:
+    """What may be the served model's control tokens, from llama.cpp's ``/props``: the
+    markup its chat template writes (``<|turn>``, ``<|"|>``, ``[INST]``) and its BOS and EOS
+    (the server's ``/tokenize`` tells which are single special tokens)."""
+    found: dict[str, None] = {}
+    template = props.get("chat_template")
+    if isinstance(template, str):
+        found.update(dict.fromkeys(_MARKUP.findall(template)))
+    for key in ("bos_token", "eos_token"):
+        token = props.get(key)
+        if isinstance(token, str) and 1 < len(token) <= 48 and not token.isspace():
+            found[token] = None
+    return list(found)
+
+
+def single_tokens(candidates: list[str], tokenized: object) -> frozenset[str]:
+    """The candidates that ``/tokenize`` (of them joined by newlines, with ``parse_special``
+    and ``with_pieces``) kept whole, as one piece each."""
+    tokens = tokenized.get("tokens") if isinstance(tokenized, dict) else None
+    pieces = {t.get("piece") for t in tokens if isinstance(t, dict)} if isinstance(
+        tokens, list) else set()
+    return frozenset(c for c in candidates if c in pieces)
 
 
 def guess_server(base_url: str) -> Server:

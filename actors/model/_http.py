@@ -1,9 +1,9 @@
-"""The HTTP library under the openai SDK: httpx2 for openai >= 3, httpx before.
+"""The HTTP library under the openai SDK (a dependency of it): httpx2 for openai >= 3,
+httpx before.
 
 Imported when first used, not with the harness: importing it (and ``ssl``) takes about a
-tenth of a second, which would hold up the interactive prompt. By the first request the
-openai SDK has imported it anyway (in a worker thread, :mod:`actors.model._sdk`), so the
-first use here finds it loaded.
+tenth of a second, which would hold up the interactive prompt. The first use is making the
+connection, in a worker thread (:func:`actors.model._connection.connect`).
 """
 
 from __future__ import annotations

@@ -2,9 +2,23 @@
 
 Servers hand reasoning over in three ways: a field of its own (``reasoning`` from ollama and
 recent vLLM, ``reasoning_content`` from llama.cpp and older vLLM), which the assembly takes as
-it is; inline in the content as a leading ``<think>…</think>`` block (ollama for some models,
-llama.cpp ``--reasoning-format none``); or, from recent llama.cpp builds whose template opened
-the block in the prompt, as content that only *closes* it: ``…reasoning…</think>answer``.
+it is; inline in the content, as a leading block in the model family's own markup, when the
+server does not extract it (llama.cpp ``--reasoning-format none``, ollama for models without
+a thinking parser, vLLM without ``--reasoning-parser``); or, from recent llama.cpp builds
+whose template opened the block in the prompt, as content that only *closes* it:
+``…reasoning…</think>answer``.
+
+The inline blocks, by family (:data:`FORMATS`; what llama.cpp's ``common/chat.cpp`` and
+vLLM's ``vllm/reasoning/`` parsers take out when they do extract it):
+
+- ``<think>…</think>``: DeepSeek R1, Qwen3, GLM, MiniMax, Nemotron, Hunyuan and most others;
+- ``<|channel>thought\\n…<channel|>``: Gemma 4 (the word ``thought`` names the channel);
+- ``[THINK]…[/THINK]``: Mistral's Magistral;
+- ``<seed:think>…</seed:think>``: ByteDance Seed-OSS;
+- ``◁think▷…◁/think▷``: Kimi;
+- ``<|START_THINKING|>…<|END_THINKING|>``: Cohere Command A and R7B;
+- ``<|channel|>analysis<|message|>…<|end|>``: gpt-oss, whose answer may then begin with
+  ``<|start|>assistant<|channel|>final<|message|>`` (dropped).
 
 :class:`ThinkSplitter` is fed content pieces and says, piece by piece, what is answer text and
 what is reasoning. A partial tag at the end of a piece is held back until the next piece
@@ -18,10 +32,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-OPEN = "<think>"
-CLOSE = "</think>"
-
 Kind = Literal["text", "reasoning", "revealed"]
+
+
+@dataclass(frozen=True)
+class Format:
+    """One family's inline reasoning block. ``answer_prefix``: what may stand between the
+    block's end and the answer, dropped with the block."""
+
+    open: str
+    close: str
+    answer_prefix: str = ""
+
+
+THINK = Format("<think>", "</think>")
+FORMATS = (
+    THINK,
+    Format("<|channel>thought", "<channel|>"),  # Gemma 4
+    Format("[THINK]", "[/THINK]"),  # Magistral
+    Format("<seed:think>", "</seed:think>"),  # Seed-OSS
+    Format("\u25c1think\u25b7", "\u25c1/think\u25b7"),  # Kimi
+    Format("<|START_THINKING|>", "<|END_THINKING|>"),  # Cohere
+    Format("<|channel|>analysis<|message|>", "<|end|>",  # gpt-oss
+           answer_prefix="<|start|>assistant<|channel|>final<|message|>"),
+)
+LONE_CLOSE = THINK.close  # the only closing tag a server's prompt leaves open (issue 23320)
 
 
 @dataclass(frozen=True)
@@ -45,12 +80,14 @@ class ThinkSplitter:
     """Splits streamed content into answer and reasoning (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._state: Literal["start", "thinking", "answer", "plain"] = "start"
+        self._state: Literal["start", "thinking", "after", "answer", "plain"] = "start"
+        self._format = THINK  # the block being read (state "thinking", "after")
         self._buffer = ""  # held back: undecided start, or a possible partial tag
         self._answer_started = False  # leading whitespace of the answer is dropped
 
     def feed(self, piece: str) -> list[Piece]:
-        if self._state in ("answer", "plain") and not self._buffer and "<" not in piece:
+        if not self._buffer and (self._state == "plain" or (
+                self._state == "answer" and "<" not in piece)):
             return self._text(piece)  # no tag can start in it: all answer (the usual piece)
         self._buffer += piece
         out: list[Piece] = []
@@ -67,6 +104,8 @@ class ThinkSplitter:
             return []
         if self._state == "thinking":
             return [Piece("reasoning", rest)]
+        if self._state == "after" and self._format.answer_prefix.startswith(rest.lstrip()):
+            return []  # the start of the prefix that precedes an answer, and no answer
         return self._text(rest)
 
     # -- states ------------------------------------------------------------------------
@@ -75,31 +114,46 @@ class ThinkSplitter:
         buf = self._buffer
         if self._state == "start":
             head = buf.lstrip()
-            if not head or (len(head) < len(OPEN) and OPEN.startswith(head)):
-                return  # could still become <think>
-            if head.startswith(OPEN):
-                self._state, self._buffer = "thinking", head[len(OPEN):]
-            else:
-                self._state = "answer"
+            if not head:
+                return
+            for form in FORMATS:
+                if head.startswith(form.open):
+                    self._state, self._format = "thinking", form
+                    self._buffer = head[len(form.open):]
+                    return
+            if any(form.open.startswith(head) for form in FORMATS):
+                return  # could still become an opening tag
+            self._state = "answer"
             return
         if self._state == "thinking":
-            end = buf.find(CLOSE)
+            close = self._format.close
+            end = buf.find(close)
             if end >= 0:
                 out.append(Piece("reasoning", buf[:end]))
-                self._state, self._buffer = "plain", buf[end + len(CLOSE):]
+                self._state, self._buffer = "after", buf[end + len(close):]
                 return
-            keep = _held_suffix(buf, CLOSE)
+            keep = _held_suffix(buf, close)
             out.append(Piece("reasoning", buf[: len(buf) - keep]))
             self._buffer = buf[len(buf) - keep:]
             return
-        if self._state == "answer":  # no <think> opened: a </think> closes a hidden one
-            end = buf.find(CLOSE)
+        if self._state == "after":  # the block ended: drop what precedes its answer
+            prefix = self._format.answer_prefix
+            head = buf.lstrip()
+            if prefix and head.startswith(prefix):
+                self._state, self._buffer = "plain", head[len(prefix):]
+            elif prefix and prefix.startswith(head):
+                return  # could still become the prefix
+            else:
+                self._state = "plain"
+            return
+        if self._state == "answer":  # no block opened: a </think> closes a hidden one
+            end = buf.find(LONE_CLOSE)
             if end >= 0:
                 out.append(Piece("revealed", buf[:end]))
                 self._answer_started = False
-                self._state, self._buffer = "plain", buf[end + len(CLOSE):]
+                self._state, self._buffer = "plain", buf[end + len(LONE_CLOSE):]
                 return
-            keep = _held_suffix(buf, CLOSE)
+            keep = _held_suffix(buf, LONE_CLOSE)
             out.extend(self._text(buf[: len(buf) - keep]))
             self._buffer = buf[len(buf) - keep:]
             return

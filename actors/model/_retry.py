@@ -5,7 +5,8 @@
 - An unreachable endpoint (connection refused, unknown host, a bad URL) is reported at once:
   nothing is listening, and waiting would only delay the hint.
 - Everything else (4xx, known server configuration, garbage answers) fails at once.
-- A wait that would not end before the time left (``--llm-timeout``) is not started.
+- A wait longer than ``longest_wait`` (a ``Retry-After`` of an hour), or one that would not
+  end before the deadline (``--llm-total-timeout``, when given), is not started.
 
 The final error says how many times it happened ("HTTP 500 five times: ..."). The sleep is
 injected (tests pass one that records the delays), and time is the event loop's clock, so
@@ -32,6 +33,7 @@ class RetryPolicy:
     attempts: int = 5
     first_backoff: float = 0.5
     max_backoff: float = 8.0
+    longest_wait: float = 60.0  # a server asking for more is reported, not waited for
 
     def allowed(self, error: ModelError) -> int:
         """How many attempts in all this kind of failure gets."""
@@ -52,7 +54,8 @@ async def with_retries(
 ) -> T:
     """Call ``attempt(n)`` for n = 1, 2, ... until it returns; raise the final ModelError.
 
-    ``deadline`` is on the event loop's clock (``anyio.current_time()``); ``on_retry(error,
+    ``deadline`` is on the event loop's clock (``anyio.current_time()``; ``math.inf``:
+    none); ``on_retry(error,
     delay, next_attempt)`` is told before each wait. Cancellation: any await (the attempt,
     the wait) may be cancelled; nothing is left running.
     """
@@ -68,7 +71,7 @@ async def with_retries(
             delay = policy.backoff(n)
             if error.retry_after is not None:
                 delay = max(delay, error.retry_after)
-            if anyio.current_time() + delay >= deadline:
+            if delay > policy.longest_wait or anyio.current_time() + delay >= deadline:
                 raise final from None
             await on_retry(error, delay, n + 1)
             await sleep(delay)

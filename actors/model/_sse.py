@@ -32,6 +32,11 @@ class SSELines:
         self._rest = ""  # the start of a line not ended yet
         self._after_cr = False  # the last read ended with \r: a \n starting the next is its
 
+    @property
+    def pending(self) -> int:
+        """Characters of a line not ended yet (held until its end comes)."""
+        return len(self._rest)
+
     def feed(self, data: bytes) -> list[str]:
         """The lines completed by ``data`` (without their line endings)."""
         return self._split(self._decoder.decode(data))
@@ -76,8 +81,14 @@ class SSEDecoder:
 
     def __init__(self) -> None:
         self._data: list[str] = []
+        self._size = 0  # characters in _data
         self._event = ""
         self._error: str | None = None
+
+    @property
+    def pending(self) -> int:
+        """Characters of the ``data`` lines of an event not dispatched yet."""
+        return self._size
 
     def feed(self, line: str) -> SSEEvent | None:
         if not line:
@@ -91,6 +102,7 @@ class SSEDecoder:
             value = value[1:]
         if name == "data":
             self._data.append(value)
+            self._size += len(value)
         elif name == "event":
             self._event = value
         elif name == "error":
@@ -107,5 +119,5 @@ class SSEDecoder:
             self._event = ""
             return None
         event = SSEEvent("\n".join(self._data), self._event, self._error)
-        self._data, self._event, self._error = [], "", None
+        self._data, self._size, self._event, self._error = [], 0, "", None
         return event

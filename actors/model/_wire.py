@@ -1,6 +1,6 @@
 """One streamed chat-completions request on the wire, read as the servers really send it.
 
-The request goes through the HTTP client under the openai SDK, with the SDK's headers
+The request goes through the HTTP client of the connection, with its headers
 (:mod:`actors.model._connection`); an HTTP error status is translated here, and the body is
 read here, line by line, as server-sent events (:mod:`actors.model._sse`), so that nothing
 a server sends can surprise the reader:
@@ -13,6 +13,11 @@ a server sends can surprise the reader:
 - A ``data:`` line that is not JSON, or a 200 body that is neither an event stream nor a JSON
   completion (an HTML page, a proxy's message), is :class:`InvalidResponse`, never an answer.
 - A JSON body (a server that ignores ``stream``) is taken as the whole completion.
+- An answer larger than the assembly's ``limit`` (``--max-answer-bytes`` of text, reasoning
+  and tool-call arguments) is cut as the bytes arrive: reading stops, the connection is
+  closed, and the answer ends as if at the model's output limit, marked ``over_limit``. So
+  does a line, or an event's data, longer than twice that (a server that never ends one):
+  nothing a server sends makes the harness hold more than a few times the limit.
 
 Every exception becomes a :class:`~actors.core.errors.ModelError` (see
 :mod:`actors.model._classify`). Cancellation: the response is closed in a shielded, bounded
@@ -35,6 +40,7 @@ from actors.model._classify import (
     from_exception,
     from_status,
     invalid,
+    redirected,
     retry_after_of,
     snippet,
     stream_error,
@@ -44,6 +50,7 @@ from actors.model._endpoint import Endpoint
 from actors.model._http import http
 from actors.model._reasoning import Piece
 from actors.model._sse import NotAnEventStream, SSEDecoder, SSEEvent, SSELines
+from actors.model._timeouts import Timeouts, Watch
 
 OnPiece = Callable[[Piece], Awaitable[None]]
 CLOSE_SECONDS = 2
@@ -51,6 +58,7 @@ DRAIN_SECONDS = 0.25  # what reading the body's end after [DONE] may take ...
 DRAIN_READS = 16  # ... and how many reads it may make
 MAX_JSON_BODY = 16 * 1024 * 1024
 JOINED_BODY = 1024 * 1024  # bytes: a request body up to this size is sent joined
+LINE_SLACK = 64 * 1024  # what a line may hold beyond twice the answer's limit (its JSON)
 
 
 async def stream_chat(
@@ -59,9 +67,26 @@ async def stream_chat(
     endpoint: Endpoint,
     assembly: Assembly,
     on_piece: OnPiece,
+    timeouts: Timeouts,
 ) -> None:
     """Send ``body`` (the request's JSON, :mod:`actors.model._body`) and fold the answer
-    into ``assembly``; raise ModelError if it fails."""
+    into ``assembly``; raise ModelError if it fails, :class:`EndpointTimeout` if the server
+    kept it waiting longer than ``timeouts`` allow (:mod:`actors.model._timeouts`)."""
+    watch = Watch(timeouts)
+    with watch.scope:
+        await _exchange(connection, body, endpoint, assembly, on_piece, watch)
+    if watch.scope.cancelled_caught:
+        raise watch.error(endpoint.base_url, assembly.chunks)
+
+
+async def _exchange(
+    connection: Connection,
+    body: Body,
+    endpoint: Endpoint,
+    assembly: Assembly,
+    on_piece: OnPiece,
+    watch: Watch,
+) -> None:
     # Not chat.completions.create(), which would first walk every message and tool schema
     # against its type definitions (~0.16 ms per message, on the event loop), then encode
     # the whole body again: the body arrives encoded, from its pieces, and is sent as its
@@ -69,7 +94,7 @@ async def stream_chat(
     # it goes with Content-Length, not chunked (the HTTP client sends an iterable chunked
     # unless told the length), as every server reads a body. Nothing here retries; a retry
     # of ours sends the body again, and it iterates from its start.
-    client = connection.http
+    client = connection.client
     # A body up to JOINED_BODY goes joined, in one write (~0.1 ms to join 500 KB; each
     # chunk sent is a trip through the HTTP stack); a longer one as its chunks.
     content: Body | bytes = bytes(body) if len(body) <= JOINED_BODY else body
@@ -86,7 +111,10 @@ async def stream_chat(
             await response.aread()
             raise from_status(response.status_code, response.content, endpoint,
                               retry_after=retry_after_of(response))
-        await _read(response, endpoint, assembly, on_piece)
+        if 300 <= response.status_code < 400:  # an http:// endpoint follows no redirect
+            raise redirected(response.status_code, response.headers.get("location", ""),
+                             endpoint)
+        await _read(response, endpoint, assembly, on_piece, watch)
     except ModelError:
         raise
     except Exception as exc:
@@ -97,7 +125,8 @@ async def stream_chat(
 
 
 async def _read(
-    response: http.Response, endpoint: Endpoint, assembly: Assembly, on_piece: OnPiece
+    response: http.Response, endpoint: Endpoint, assembly: Assembly, on_piece: OnPiece,
+    watch: Watch,
 ) -> None:
     content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type.endswith("json"):
@@ -105,10 +134,15 @@ async def _read(
         return
     decoder = SSEDecoder()
     lines = SSELines()
-    done = False
+    done = cut = False
     reads = response.aiter_bytes()
     try:
-        async for data in reads:
+        while True:
+            watch.waiting()
+            try:
+                data = await anext(reads)
+            except StopAsyncIteration:
+                break
             # Every line of one read is handled at once, and what it shows is passed on as
             # one piece of each kind: a server's burst of small chunks is one event for the
             # front end, not one each (and one trip through the event loop each).
@@ -119,11 +153,15 @@ async def _read(
                            for line in lines.feed(data))
             except ModelError as exc:  # what came before a server's error is shown first
                 failure = exc
+            watch.heard(assembly.chunks > 0)
             for piece in _joined(pieces):
                 await on_piece(piece)
             if failure is not None:
                 raise failure
             if done:
+                break
+            cut = assembly.over_limit or _overlong(assembly, lines, decoder)
+            if cut:
                 break
         if done:
             await _drain(reads)
@@ -132,6 +170,11 @@ async def _read(
         if aclose is not None:
             with anyio.move_on_after(CLOSE_SECONDS, shield=True):
                 await aclose()
+    if cut:  # the rest is not read: the answer ends here, as at an output limit
+        assembly.cut()
+        for piece in assembly.finish():
+            await on_piece(piece)
+        return
     if not done:
         pieces = []
         for line in lines.close():
@@ -150,6 +193,13 @@ async def _read(
         where = f"after {assembly.chunks} chunk{'s' if assembly.chunks != 1 else ''}"
         how = "with [DONE]" if done else "when the body ended"
         raise broken("the stream ended without a finish_reason", f"{how}, {where}", endpoint)
+
+
+def _overlong(assembly: Assembly, lines: SSELines, decoder: SSEDecoder) -> bool:
+    """A line, or an event's data, held unfinished longer than the answer may be."""
+    if assembly.limit is None:
+        return False
+    return max(lines.pending, decoder.pending) > 2 * assembly.limit + LINE_SLACK
 
 
 def _line(line: str, decoder: SSEDecoder, content_type: str, endpoint: Endpoint,
@@ -256,6 +306,8 @@ async def _read_json(
                       repr(snippet(json.dumps(payload))), endpoint)
     for piece in assembly.add(payload):
         await on_piece(piece)
+    if assembly.over_limit:
+        assembly.cut()
     for piece in assembly.finish():
         await on_piece(piece)
     if assembly.finish_reason is None:

@@ -59,6 +59,7 @@ class CompactRequest:
     snapshot: ContextSnapshot
     job: Turn  # the cancellation of this compaction
     reply: MemoryObjectSendStream[CompactAnswer]
+    model: str | None = None  # the model the summary is asked of (None: the client's)
 
 
 class Compactor:
@@ -85,12 +86,14 @@ class Compactor:
                         "Compaction was cancelled; context unchanged."
                     )
                     with request.job.scope():
-                        result = await self.plan(request.snapshot, request.job)
+                        result = await self.plan(request.snapshot, request.job,
+                                                 model=request.model)
                     await answer(request.reply, result)
         finally:
             self._model_inbox.close()
 
-    async def plan(self, snapshot: ContextSnapshot, job: Turn | None = None) -> CompactAnswer:
+    async def plan(self, snapshot: ContextSnapshot, job: Turn | None = None, *,
+                   model: str | None = None) -> CompactAnswer:
         """The plan for ``snapshot`` (one summary call), or why there is none. Of a context
         of stored messages it parses only what the summary request sends and the latest
         turn, which the compacted context keeps (:mod:`actors.core.compaction`)."""
@@ -102,7 +105,7 @@ class Compactor:
             split.older(messages), int(self.max_context_tokens * SUMMARY_INPUT_SHARE)
         )
         try:
-            outcome = await self._summarise(older, job)
+            outcome = await self._summarise(older, job, model)
         except HarnessError as exc:  # the model client is gone
             return NoCompaction(f"Compaction failed ({exc}); context unchanged.")
         if outcome.error or outcome.message is None:
@@ -125,7 +128,8 @@ class Compactor:
         return CompactionPlan(split, part(messages, 0, split.cut), summary, before, after,
                               outcome.usage)
 
-    async def _summarise(self, older: list[Message], job: Turn | None) -> ModelOutcome:
+    async def _summarise(self, older: list[Message], job: Turn | None,
+                         model: str | None) -> ModelOutcome:
         request_messages: list[dict[str, Any]] = [
             {"role": "system", "content": SUMMARY_PROMPT},
             {"role": "user", "content": json.dumps(older, ensure_ascii=False)},
@@ -133,7 +137,7 @@ class Compactor:
         outcome: ModelOutcome = await ask(
             self._model_inbox,
             lambda reply: ModelRequest(request_messages, reply, turn=job, temperature=0,
-                                       max_tokens=SUMMARY_MAX_TOKENS),
+                                       max_tokens=SUMMARY_MAX_TOKENS, model=model),
             "model client",
         )
         return outcome

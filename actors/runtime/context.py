@@ -48,6 +48,8 @@ class WorkingContext:
     tool_calls: int = 0
     pinned: list[str] = field(default_factory=list)
     approvals: list[str] = field(default_factory=list)  # standing approvals of this run
+    mode: str = ""  # the permission mode and the model the session runs with ("": the
+    model: str = ""  # run's settings); saved, and restored by a resume
     estimator: ContextEstimator = field(default_factory=ContextEstimator)
     saved_len: int = 0  # how many of ``messages`` the store holds
     overhead: int = 0  # tokens every request carries besides its messages (tool schemas)
@@ -69,14 +71,16 @@ class WorkingContext:
             usage=UsageTotals.from_state(state),
             tool_calls=int(state.get("tool_calls", 0)),
             pinned=[str(p) for p in state.get("pinned", [])],
+            mode=str(state.get("mode") or ""),
+            model=str(state.get("model") or ""),
             saved_len=len(messages),
             overhead=overhead,
             origin=origin if isinstance(origin := state.get("origin"), dict) else None,
         )
 
     def state(self) -> dict[str, Any]:
-        """Planning, usage, pins, standing approvals and an imported session's origin: saved
-        with every checkpoint."""
+        """Planning, usage, pins, standing approvals, the mode and the model, and an
+        imported session's origin: saved with every checkpoint."""
         state = {
             **self.planning.to_state(),
             "tool_calls": self.tool_calls,
@@ -84,6 +88,10 @@ class WorkingContext:
             "pinned": list(self.pinned),
             "approvals": list(self.approvals),
         }
+        if self.mode:
+            state["mode"] = self.mode
+        if self.model:
+            state["model"] = self.model
         if self.origin is not None:
             state["origin"] = self.origin
         return state

@@ -29,18 +29,25 @@ Cancellation:
 from __future__ import annotations
 
 import contextlib
-import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
+import anyio.from_thread
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.core.budget import CHARS_PER_TOKEN, UsageTotals
+from actors.core.budget import (
+    SMALL_CONTEXT_TOKENS,
+    UsageTotals,
+    estimate_fixed,
+    estimate_message,
+    estimate_tools,
+)
 from actors.core.compaction import CompactionPlan, CompactResult, NoCompaction, split_point
-from actors.core.config import Settings
+from actors.core.config import Mode, Settings
 from actors.core.errors import (
     ActorGone,
     HarnessError,
@@ -59,25 +66,27 @@ from actors.core.events import (
     Notice,
     PlanningChanged,
     SessionOpened,
+    SettingsChanged,
     TitleChanged,
 )
 from actors.core.ids import new_session_id
 from actors.core.mailbox import ask
 from actors.core.messages import (
+    NO_ANSWER_NOTICE,
     NOT_STARTED_NOTICE,
+    PINNED_PREFIX,
     SHOWN,
+    Message,
     open_calls_at_end,
     tool_calls_of,
     tool_result,
 )
+from actors.core.previews import clean_title, own_user_text
 from actors.core.prompts import read_memory_notes, system_prompt
 from actors.core.stored import StoredMessages
 from actors.core.titles import provisional_title
 from actors.core.turn import Turn
 from actors.model import (
-    CUT_ANSWER_NOTICE,
-    CUT_CALL_RESULT,
-    CUT_CALLS_REASON,
     ModelClient,
     ModelOutcome,
     ModelRequest,
@@ -88,7 +97,7 @@ from actors.runtime.compactor import CompactAnswer, Compactor, CompactRequest
 from actors.runtime.context import ContextSnapshot, WorkingContext
 from actors.runtime.lease import hold_lease
 from actors.runtime.recovery import answer_batch, save_batch
-from actors.runtime.rewind import RewindOutcome, RewindRequest, finish_interrupted
+from actors.runtime.rewind import RewindOutcome, RewindRequest, at_open, carry_out
 from actors.runtime.rewind import check as rewind_check
 from actors.runtime.titler import ask_for_title
 from actors.runtime.tool_executor import (
@@ -103,11 +112,10 @@ from actors.tools import startup_warnings, tool_schemas
 from actors.workspace.keeper import Request, WorkspaceClient, WorkspaceKeeper
 
 if TYPE_CHECKING:  # the workspace's engine is imported once it is opened (after the prompt)
-    from actors.workspace import ObjectStore, RewindPlan, Rewound
+    from actors.workspace import Finished, Interrupted, ObjectStore, RewindPlan, Rewound
 
 SHUTDOWN_SECONDS = 15
 REPLAY_MESSAGES = 12  # the end of the context a resumed session shows before the prompt
-TOOL_SCHEMA_TOKENS = len(json.dumps(tool_schemas())) // CHARS_PER_TOKEN
 Outcome = Literal["answered", "interrupted", "failed", "limit"]
 
 
@@ -128,6 +136,58 @@ def latest_session_of(store: Store, project_root: str) -> str:
     for item in store.list_sessions(project_root=project_root, include_empty=False, limit=1):
         return str(item["id"])
     raise UsageError(f"No saved session for this project ({project_root}) to continue.")
+
+
+def _restored_choices(settings: Settings, mode: str, model: str
+                      ) -> tuple[Mode, str, str | None]:
+    """The mode and the model a resumed session runs with: what it saved, unless the
+    command line chose (``--mode``, ``--model``); dangerouslySkipPermissions is never taken
+    back silently (the notice says how). The notice, if any."""
+    chosen_model = model if model and "model" not in settings.chosen else settings.model
+    if not mode or "mode" in settings.chosen or mode == settings.mode.value:
+        return settings.mode, chosen_model, None
+    try:
+        saved = Mode(mode)
+    except ValueError:
+        return settings.mode, chosen_model, None
+    if saved is Mode.SKIP_PERMISSIONS:
+        return settings.mode, chosen_model, (
+            f"This session last ran in {saved.value}; it runs in {settings.mode.value} now "
+            f"(\\mode {saved.value} to go back, or --mode on the command line).")
+    return saved, chosen_model, None
+
+
+def _not_closed_cleanly(session_id: str, recovered: int) -> str:
+    if recovered == 0:
+        return f"Session {session_id} was not closed cleanly; no tool call was left open."
+    calls = "1 interrupted tool call was" if recovered == 1 else (
+        f"{recovered} interrupted tool calls were")
+    return (f"Session {session_id} was not closed cleanly; {calls} answered as interrupted "
+            "(nothing was run again).")
+
+
+def _unanswered(messages: Sequence[Message]) -> bool:
+    """Whether the context ends with a message the user typed that got no answer (its
+    request failed, or was interrupted before any text came)."""
+    if not messages:
+        return False
+    if isinstance(messages, StoredMessages) and messages.role(len(messages) - 1) != "user":
+        return False  # read from the stored text: nothing parsed
+    last = messages[-1]
+    text = own_user_text(last)
+    return text is not None and not str(last.get("content") or "").startswith(PINNED_PREFIX)
+
+
+def _nothing_to_keep(messages: Sequence[Message]) -> bool:
+    """Whether ``messages`` hold no answer of the model (a tool call is one) and no pin:
+    nothing but messages that failed."""
+    for m in messages:
+        content = m.get("content")
+        if m.get("role") == "assistant" and content != NO_ANSWER_NOTICE:
+            return False
+        if isinstance(content, str) and content.startswith(PINNED_PREFIX):
+            return False
+    return True
 
 
 @dataclass
@@ -165,24 +225,35 @@ class Supervisor:
         self._settings = settings
         self._store = store
         self._events = EventSink(events)  # shared with the actors
-        self._context = WorkingContext(overhead=TOOL_SCHEMA_TOKENS)
-        self._context_lock = anyio.Lock()  # a checkpoint and a context replacement never overlap
+        # A small budget gets the compact system prompt and tools (actors.core.prompts);
+        # so does a small context the model client learns from the server (small_tools).
+        self._small = settings.max_context_tokens <= SMALL_CONTEXT_TOKENS
         # The tools of this run, one list for every request (the model client keeps their
         # JSON while it is the same list).
-        self._tools = tool_schemas()
+        self._tools = tool_schemas(compact=self._small)
+        self._small_tools = None if self._small else tool_schemas(compact=True)
+        self._context = WorkingContext(overhead=estimate_tools(self._tools))
+        self._context_lock = anyio.Lock()  # a checkpoint and a context replacement never overlap
         self._turn: Turn | None = None
         self._actors: _Actors | None = None
         self._compaction: _Compaction | None = None
         self._created = False  # this run created the session (removed if nothing was typed)
         self._title_source = ""  # where the title came from (actors.core.titles)
         self._titling: Turn | None = None  # the title call in flight, if any
+        self._last_failed = False  # the last turn failed (not interrupted, not answered)
+        # The permission mode and the model in force: the run's settings, or what a resumed
+        # session saved (\\mode, \\model change them; saved in the context's state).
+        self._mode = settings.mode
+        self._model = settings.model
+        self._choice_notice: str | None = None  # a saved choice that was not restored
         # The user's message of the running turn until it is saved: (what the model gets,
         # what the user typed), for what follows its checkpoint (_save_step).
         self._typed: tuple[str, str] | None = None
-        # An interrupted rewind finished at the open (actors.runtime.rewind): what to say, and
-        # the workspace objects it opened, handed to the keeper.
-        self._rewind_notice: str | None = None
+        # What the open found of interrupted rewinds (actors.runtime.rewind.at_open): what to
+        # say, and the workspace objects it opened, handed to the keeper.
+        self._rewind_said: tuple[str, ...] = ()
         self._workspace_objects: ObjectStore | None = None
+        self._interactive = False  # the REPL: a rewind left for the user is said, not refused
 
     # -- opening and closing --------------------------------------------------------------
 
@@ -197,10 +268,12 @@ class Supervisor:
         resume: str | None = None,
         continue_latest: bool = False,
         new_id: str | None = None,
+        interactive: bool = False,
     ) -> AsyncIterator[Supervisor]:
         """Take the lease, create or resume the session, run the actors; see the module doc.
         ``new_id``: the id of the session to create (the front end may have shown it
-        already); None: a fresh one."""
+        already); None: a fresh one. ``interactive`` (the REPL): a rewind of the project's
+        files left for the user at the open is said; otherwise it is refused (one line)."""
         project_root = str(settings.sandbox_dir)
         if continue_latest:
             resume = await anyio.to_thread.run_sync(latest_session_of, store, project_root)
@@ -209,6 +282,7 @@ class Supervisor:
         session_id = resume or new_id or new_session_id()
         async with hold_lease(store, session_id):
             self = cls(settings, store, session_id, events)
+            self._interactive = interactive
             if resume:
                 opened = await anyio.to_thread.run_sync(self._resume, project_root)
             else:
@@ -217,14 +291,14 @@ class Supervisor:
             try:
                 async with self._running_actors():
                     await self._events.send(opened)
-                    if self._rewind_notice:
-                        await self.notify(self._rewind_notice, "warning")
+                    for line in self._rewind_said:
+                        await self.notify(line, "warning")
+                    if self._choice_notice:
+                        await self.notify(self._choice_notice, "warning")
                     if opened.crashed_before or opened.recovered_calls:
-                        await self.notify(
-                            f"Session {session_id} was not closed cleanly; "
-                            f"{opened.recovered_calls} interrupted tool call(s) recovered.",
-                            "warning",
-                        )
+                        await self.notify(_not_closed_cleanly(session_id,
+                                                              opened.recovered_calls),
+                                          "warning")
                     await self._events.send(PlanningChanged(self._context.planning.render()))
                     await self._gauge()
                     for warning in await anyio.to_thread.run_sync(
@@ -241,9 +315,11 @@ class Supervisor:
                     await anyio.to_thread.run_sync(self._finish, status)
 
     def _create(self, project_root: str) -> SessionOpened:
+        self._rewinds_at_open(resumed=False)  # before the session exists: a refusal leaves none
         notes = read_memory_notes(self._settings.memory_dir, self._settings.sandbox_dir)
         messages = [
-            {"role": "system", "content": system_prompt(self._settings.sandbox_dir, notes)}
+            {"role": "system", "content": system_prompt(self._settings.sandbox_dir, notes,
+                                                        compact=self._small)}
         ]
         with contextlib.suppress(HarnessError):  # runs that died before anything was typed
             self._store.remove_abandoned()
@@ -252,9 +328,11 @@ class Supervisor:
         )
         self._created = True
         self._context.messages = messages
+        self._context.mode, self._context.model = self._mode.value, self._model
         self._store.checkpoint(self.session_id, messages, state=self._context.state())
         self._context.saved_len = len(messages)
-        return SessionOpened(self.session_id, "", resumed=False, context_messages=len(messages))
+        return SessionOpened(self.session_id, "", resumed=False, context_messages=len(messages),
+                             mode=self._mode.value, model=self._model)
 
     def _resume(self, project_root: str) -> SessionOpened:
         info = self._store.info(self.session_id)
@@ -262,15 +340,18 @@ class Supervisor:
             raise SessionArchived(self.session_id)
         if info.project_root and info.project_root != project_root:
             raise ProjectMismatch(self.session_id, info.project_root)
-        self._workspace_objects, self._rewind_notice = finish_interrupted(
-            self._store, self._settings.memory_dir, self.session_id)
-        if self._rewind_notice:  # a rewind of both finished: the context moved back
+        if not info.project_root:  # an older record: its snapshots are this project's now
+            self._store.update(self.session_id, project_root=project_root)
+        if self._rewinds_at_open(resumed=True):  # the context may have moved back
             info = self._store.info(self.session_id)
         before = info.transcript_messages
         messages = self._store.recover(self.session_id)
         recovered = self._store.info(self.session_id).transcript_messages - before
         self._context = WorkingContext.restored(messages, info.state,
-                                                overhead=TOOL_SCHEMA_TOKENS)
+                                                overhead=estimate_tools(self._tools))
+        self._mode, self._model, self._choice_notice = _restored_choices(
+            self._settings, self._context.mode, self._context.model)
+        self._context.mode, self._context.model = self._mode.value, self._model
         self._title_source = info.title_source
         self._store.update(self.session_id, status="active")
         recent = self._store.recent_messages(self.session_id, REPLAY_MESSAGES)
@@ -280,14 +361,27 @@ class Supervisor:
             crashed_before=info.status == "active",  # we hold the lease: its holder died
             saved_approvals=tuple(str(r) for r in info.state.get("approvals", [])),
             recent=tuple(recent), parent_id=info.parent_id, fork_point=info.fork_point,
+            mode=self._mode.value, model=self._model,
         )
+
+    def _rewinds_at_open(self, *, resumed: bool) -> bool:
+        """Interrupted rewinds, taken up before the context is read (see
+        :func:`actors.runtime.rewind.at_open`); whether there was anything to say."""
+        opened = at_open(self._store, self._settings.memory_dir, self.session_id,
+                         self._settings.sandbox_dir, resumed=resumed,
+                         interactive=self._interactive)
+        self._workspace_objects, self._rewind_said = opened.objects, opened.said
+        return bool(opened.said)
 
     def _finish(self, status: str) -> None:
         """Shutdown writes (the actors are gone): recover, fallback summary, usage, status.
-        A session this run created in which nothing was typed is removed instead."""
+        A session this run created in which nothing was typed, or whose messages all failed
+        (no answer, no pin; its last turn failed: not interrupted), is removed instead: it
+        is no work to go back to, and ``--continue`` would pick it."""
         if self._created:
             with contextlib.suppress(HarnessError):
-                if self._store.info(self.session_id).user_messages == 0:
+                if (self._store.info(self.session_id).user_messages == 0
+                        or (self._last_failed and _nothing_to_keep(self._context.messages))):
                     self._store.delete(self.session_id)
                     return
         with contextlib.suppress(HarnessError):
@@ -309,12 +403,19 @@ class Supervisor:
         files_send, files_receive = anyio.create_memory_object_stream[Request](32)
         workspace = WorkspaceClient(files_send)
         model = ModelClient(base_url=settings.base_url, api_key=settings.api_key,
-                            model=settings.model, timeout=settings.llm_timeout,
+                            model=self._model, timeout=settings.llm_timeout,
+                            first_token_timeout=settings.llm_first_token_timeout,
+                            total_timeout=settings.llm_total_timeout,
+                            answer_limit=settings.max_answer_bytes,
                             events=self._events, preflight=settings.preflight,
                             context_budget=settings.max_context_tokens,
+                            fixed_tokens=(
+                                estimate_fixed(self._context.messages, self._tools),
+                                None if self._small_tools is None
+                                else estimate_fixed(self._context.messages, self._small_tools)),
                             retry=RetryPolicy(first_backoff=settings.retry_backoff))
         executor = ToolExecutor(
-            mode=settings.mode, timeout=settings.tool_timeout,
+            mode=self._mode, timeout=settings.tool_timeout,
             max_output_bytes=settings.max_output_bytes, sandbox=settings.sandbox_dir,
             memory_dir=settings.memory_dir, store=self._store.reader,
             writer=CheckpointClient(writer_send.clone(), self.session_id),
@@ -325,7 +426,8 @@ class Supervisor:
                                  store=self._store.reader, session_id=self.session_id,
                                  events=self._events, enabled=settings.workspace_snapshots,
                                  retention_days=settings.snapshot_retention_days,
-                                 objects=self._workspace_objects)
+                                 objects=self._workspace_objects,
+                                 quota=settings.snapshot_quota_bytes)
         self._workspace_objects = None  # the keeper's from here
         compactor = Compactor(max_context_tokens=settings.max_context_tokens,
                               model_inbox=model_send.clone())
@@ -442,6 +544,7 @@ class Supervisor:
             self._answer_unstarted_calls()
             await self._after_turn()
         result.usage = self._context.usage.minus(before)
+        self._last_failed = result.outcome in ("failed", "limit")
         if result.ok:
             self._start_title(shown or text, result.text)
         return result
@@ -451,6 +554,8 @@ class Supervisor:
         message = {"role": "user", "content": text}
         if shown is not None and shown != text:
             message[SHOWN] = shown
+        if _unanswered(context.messages):  # the last message failed: say so in its place
+            context.messages.append({"role": "assistant", "content": NO_ANSWER_NOTICE})
         context.messages.append(message)
         self._typed = (text, shown or text)  # saved with the first request (_ask_model)
         try:
@@ -469,7 +574,10 @@ class Supervisor:
                 await self._save_pending()
                 return TurnResult("interrupted", turn.reason)
             self._check_limits()
-            fits = await self._fit_budget()
+            fits = await self._fit_budget(turn)
+            if turn.cancelled:  # while it waited for a compaction (which goes on)
+                await self._save_pending()
+                return TurnResult("interrupted", turn.reason)
             if fits is not None:
                 return TurnResult("failed", fits)
             outcome = await self._ask_model(turn)
@@ -493,18 +601,19 @@ class Supervisor:
             context.messages.append(outcome.message)
             calls = tool_calls_of(outcome.message)
             if outcome.cut_tool_calls:  # arguments may be incomplete: answered, never run
-                context.messages.extend(tool_result(c["id"], CUT_CALL_RESULT) for c in calls)
+                context.messages.extend(tool_result(c["id"], outcome.cut_call_result)
+                                        for c in calls)
                 await self._checkpoint()
-                return TurnResult("failed", CUT_CALLS_REASON)
+                return TurnResult("failed", outcome.cut_calls_reason)
             if not calls:
                 await self._checkpoint()
                 if outcome.cut:
-                    await self.notify(CUT_ANSWER_NOTICE, "warning")
+                    await self.notify(outcome.cut_notice, "warning")
                 return TurnResult("answered", str(outcome.message.get("content") or ""))
             # A batch of reads is run at once and its answer saved with its results, in one
             # commit, with the next request; any other batch's answer is saved first, with
             # its calls recorded as planned (see tool_executor.without_effects).
-            answer_saved = not without_effects(calls, self._settings.mode)
+            answer_saved = not without_effects(calls, self._mode)
             if answer_saved:
                 await self._checkpoint(planned_calls=True)
             batch = await self._run_tools(turn, calls, answer_saved=answer_saved)
@@ -559,7 +668,9 @@ class Supervisor:
         def request(saved: anyio.Event | None
                     ) -> Callable[[MemoryObjectSendStream[Any]], ModelRequest]:
             return lambda reply: ModelRequest(messages, reply, tools=tools, turn=turn,
-                                              events=self._events, saved=saved)
+                                              events=self._events, saved=saved,
+                                              small_tools=self._small_tools,
+                                              model=self._model)
 
         if self._context.saved_len == len(context):
             outcome: ModelOutcome = await ask(inbox, request(None), "model client")
@@ -597,7 +708,7 @@ class Supervisor:
         failure: HarnessError | None = None
         try:
             batch = await ask(inbox, lambda reply: ToolBatch(calls, turn, allowed, reply,
-                                                             answer_saved),
+                                                             answer_saved, self._mode),
                               "tool executor")
         finally:
             # Interruption recovery, shielded: no call stays without a result.
@@ -646,24 +757,50 @@ class Supervisor:
         ):
             await self._start_compaction()
 
-    async def _fit_budget(self) -> str | None:
-        """Make sure the next request fits the hard budget; a message if it cannot."""
+    async def _fit_budget(self, turn: Turn) -> str | None:
+        """Make sure the next request fits the hard budget; a message if it cannot.
+
+        Cancellation: the waits for a compaction (its summary request, retries and their
+        waits included, runs in a cancel scope of its own, not the turn's) are in the
+        turn's scope, so aborting the turn stops waiting at once; the compaction goes on in
+        the background and announces its result when it lands. The caller checks
+        ``turn.cancelled``."""
         if not self._over(1.0):
             return None
         await self._save_pending()  # a compaction applies to what the store holds
         if self._compaction is not None:
             await self.notify("Waiting for the compaction to finish…")
-            await self._result_of(self._compaction)
-        if self._over(1.0):
-            result = await self.compact()
+            with turn.scope():
+                await self._result_of(self._compaction)
+        if self._over(1.0) and not turn.cancelled:
+            with turn.scope():
+                result = await self.compact()
+            if turn.cancelled:
+                return None
             if self._over(1.0):
-                return (
-                    f"The context ({self._context.tokens()} tokens) exceeds "
-                    f"--max-context-tokens ({self._settings.max_context_tokens}) and compaction "
-                    f"could not bring it under ({result.message}). The turn stopped before "
-                    "sending an oversized request; start a new session or raise the budget."
-                )
+                return self._over_budget(result.message)
         return None
+
+    def _over_budget(self, why: str) -> str:
+        """Why the turn stopped before an oversized request, and what would help: a message
+        that needs more than the budget holds beside the system prompt and the tools is
+        made no smaller by any compaction (it keeps the latest message whole)."""
+        budget = self._settings.max_context_tokens
+        messages = self._context.messages
+        fixed = self._context.overhead + (estimate_message(messages[0]) if messages else 0)
+        last = next((estimate_message(m) for m in reversed(messages)
+                     if m.get("role") == "user"), 0)
+        if fixed + last > budget:
+            return (f"Your message needs about {last:,} tokens and the system prompt and tools "
+                    f"{fixed:,}: more than --max-context-tokens ({budget:,}) holds, and "
+                    "compaction keeps the latest message whole. Send less at once (a part of "
+                    "the file, or ask for it to be read in parts), or raise "
+                    "--max-context-tokens if the server holds more.")
+        return (f"The context (about {self._context.tokens():,} tokens) exceeds "
+                f"--max-context-tokens ({budget:,}) and compaction could not bring it under "
+                f"({why}). The turn stopped before sending an oversized request: \\compact "
+                "tries again; a new session starts empty; or raise --max-context-tokens if "
+                "the server holds more.")
 
     async def compact(self) -> CompactResult:
         """Compact now (``\\compact``), after any background compaction, and wait for the
@@ -705,7 +842,8 @@ class Supervisor:
         try:
             await pending.announced.wait()
             plan: CompactAnswer = await ask(
-                inbox, lambda reply: CompactRequest(snapshot, pending.job, reply), "compactor"
+                inbox, lambda reply: CompactRequest(snapshot, pending.job, reply, self._model),
+                "compactor",
             )
             result = await self._apply(plan)
         except ActorGone:
@@ -780,17 +918,17 @@ class Supervisor:
         ``summary``: one line, for ``\\info``)."""
         return await self._running().workspace.files_changed(with_diff, summary=summary)
 
-    async def rewind_files(self, plan: RewindPlan) -> Rewound:
-        """Carry out ``plan`` (done or not started; :class:`RestoreFailed` says whether the
-        files were put back). The files as they were are kept first, so
-        ``plan_files_rewind(0)`` can undo it."""
-        if self._turn is not None:
-            raise UsageError("Wait for the turn to end (or interrupt it) before a rewind.")
-        return await self._running().workspace.rewind(plan)
+    async def interrupted_rewind(self) -> Interrupted | None:
+        """The rewind of the project's files that was cut short, if any (what ``\\rewind``
+        asks about)."""
+        return await self._running().workspace.interrupted()
 
     async def set_title(self, title: str) -> None:
-        """The user's title: it always wins (a title call still running cannot replace it)."""
-        title = title.strip()
+        """The user's title: it always wins (a title call still running cannot replace it).
+        Stored clean (one line, no terminal controls)."""
+        title = clean_title(title)
+        if not title:
+            raise UsageError("The title is empty.")
         self._title_source = "user"
         await self._running().writer.set_metadata(title=title)
         await self._events.send(TitleChanged(title, "user"))
@@ -823,7 +961,7 @@ class Supervisor:
         """Ask, count the cost (the supervisor owns usage), set the title unless the user set
         one, tell the front end."""
         try:
-            title, usage = await ask_for_title(inbox, user_text, answer_text, job)
+            title, usage = await ask_for_title(inbox, user_text, answer_text, job, self._model)
             if usage is not None:
                 self._context.usage.add(usage, self._settings.price_in, self._settings.price_out)
             state = self._context.state()
@@ -851,9 +989,10 @@ class Supervisor:
                                               self.session_id)
 
     async def rewind(self, request: RewindRequest) -> RewindOutcome:
-        """Go back to just before a message the user typed (see :mod:`actors.runtime.rewind`
-        for the steps): the files (by the plan the front end showed), then the conversation,
-        whose later part is kept as a fork (its id is in the outcome). Not during a turn; a
+        """Go back to just before a message the user typed, undo the last rewind of files,
+        or take up one that was cut short: the one protocol of
+        :func:`actors.runtime.rewind.carry_out` (the files by the plan the front end showed,
+        then the conversation, whose later part is kept as a fork). Not during a turn; a
         background compaction is waited for first."""
         if self._turn is not None:
             raise UsageError("A turn is running; rewind when it has ended.")
@@ -861,31 +1000,17 @@ class Supervisor:
         while self._compaction is not None:
             await self._result_of(self._compaction)
         await self._checkpoint()
-        actors = self._running()
-        files: Rewound | None = None
+        steps = ActorSteps(self._running().workspace, self._rewind_conversation)
         with anyio.CancelScope(shield=True):  # the store moves back: so must the context
-            if request.files:
-                assert request.files_plan is not None
-                files = await actors.workspace.rewind(request.files_plan,
-                                                      with_conversation=request.conversation)
-            if not request.conversation:
-                return RewindOutcome(request.before, list(self._context.messages), None,
-                                     files.changed if files else None)
-            try:
-                async with self._context_lock:
-                    rewound: ConversationRewound = await actors.writer.rewind(request.before)
-                    self._context.rewound(list(rewound.messages))
-            except HarnessError:
-                if files is not None:  # nothing is rewound, then: the files go back
-                    await actors.workspace.rewind(await actors.workspace.plan_rewind(0))
-                    await self.notify("The conversation could not be rewound; the files "
-                                      "were put back as they were.", "warning")
-                raise
-            if files is not None:
-                await actors.workspace.conversation_rewound(files, rewound.fork_id)
+            outcome = await anyio.to_thread.run_sync(carry_out, request, steps)
         await self._gauge()
-        return RewindOutcome(request.before, list(rewound.messages), rewound.fork_id,
-                             files.changed if files else None)
+        return outcome
+
+    async def _rewind_conversation(self, before: int) -> ConversationRewound:
+        async with self._context_lock:
+            rewound: ConversationRewound = await self._running().writer.rewind(before)
+            self._context.rewound(list(rewound.messages))
+        return rewound
 
     async def set_standing_approvals(self, rules: list[str]) -> None:
         """Replace this run's standing approvals ("don't ask again": a tool name, or
@@ -897,10 +1022,80 @@ class Supervisor:
             await self._running().writer.set_metadata(state=context.state())
         await self._events.send(ApprovalsChanged(tuple(context.approvals)))
 
+    async def set_mode(self, mode: Mode) -> None:
+        """``\\mode``: the permission mode from the next tool call on, saved with the
+        session (a resume keeps it, but for dangerouslySkipPermissions). Not during a
+        turn's batch: the executor takes it with the next batch."""
+        await self._set_choices(mode, self._model)
+
+    async def set_model(self, model: str) -> None:
+        """``\\model``: the model asked from the next request on (the conversation's, its
+        compactions' and its title's), saved with the session."""
+        if not model.strip():
+            raise UsageError("Which model? \\model NAME (\\model lists them).")
+        await self._set_choices(self._mode, model.strip())
+
+    async def _set_choices(self, mode: Mode, model: str) -> None:
+        context = self._context
+        async with self._context_lock:
+            self._mode, self._model = mode, model
+            context.mode, context.model = mode.value, model
+            await self._running().writer.set_metadata(state=context.state())
+        await self._events.send(SettingsChanged(mode.value, model))
+
+    async def models(self) -> list[str]:
+        """The models the endpoint lists (empty when it lists none or cannot be reached,
+        within a few seconds), asked by a client of its own (the model client actor is
+        never touched from outside). Cancellation closes that client."""
+        settings = self._settings
+        client = ModelClient(base_url=settings.base_url, api_key=settings.api_key,
+                             model=self._model, timeout=settings.llm_timeout)
+        try:
+            return await client.list_models()
+        finally:
+            with anyio.move_on_after(SHUTDOWN_SECONDS, shield=True):
+                await client.close()
+
     async def pin(self, text: str) -> None:
         """Keep ``text`` verbatim in the context across compactions (and tell the model now)."""
         self._context.pinned.append(text.strip())
         self._context.messages.append(
-            {"role": "user", "content": f"[pinned instruction] {text.strip()}"}
+            {"role": "user", "content": PINNED_PREFIX + text.strip()}
         )
         await self._checkpoint()
+
+
+class ActorSteps:
+    """The steps of a running session's rewind: requests to the workspace keeper (its
+    ``WorkspaceClient``) and ``rewind_conversation`` (the supervisor's: through the
+    checkpoint writer, taking the context it answers), each awaited on the event loop from
+    the worker thread :func:`carry_out` runs in."""
+
+    def __init__(
+        self, workspace: WorkspaceClient,
+        rewind_conversation: Callable[[int], Coroutine[Any, Any, ConversationRewound]],
+    ) -> None:
+        self._workspace = workspace
+        self._rewind_conversation = rewind_conversation
+
+    def files(self, plan: RewindPlan, *, with_conversation: bool) -> Rewound:
+        return anyio.from_thread.run(
+            partial(self._workspace.rewind, plan, with_conversation=with_conversation))
+
+    def files_back(self) -> Rewound:
+        async def back() -> Rewound:
+            return await self._workspace.rewind(await self._workspace.plan_rewind(0))
+
+        return anyio.from_thread.run(back)
+
+    def conversation(self, before: int) -> ConversationRewound:
+        return anyio.from_thread.run(self._rewind_conversation, before)
+
+    def conversation_done(self, files: Rewound, fork_id: str) -> None:
+        anyio.from_thread.run(self._workspace.conversation_rewound, files, fork_id)
+
+    def finish_interrupted(self) -> Finished | None:
+        return anyio.from_thread.run(self._workspace.finish_interrupted)
+
+    def put_back_interrupted(self) -> Rewound | None:
+        return anyio.from_thread.run(self._workspace.put_back_interrupted)

@@ -27,6 +27,7 @@ async def ask_for_title(
     user_text: str,
     answer_text: str,
     job: Turn,
+    model: str | None = None,
 ) -> tuple[str | None, Usage | None]:
     """The model's title for this exchange (None when it gave nothing usable) and the
     call's usage. Raises :class:`~actors.core.errors.ActorGone` if the client is gone."""
@@ -34,7 +35,7 @@ async def ask_for_title(
     outcome: ModelOutcome = await ask(
         model_inbox,
         lambda reply: ModelRequest(messages, reply, turn=job, temperature=0,
-                                   max_tokens=TITLE_MAX_TOKENS),
+                                   max_tokens=TITLE_MAX_TOKENS, model=model),
         "model client",
     )
     if outcome.message is None:

@@ -94,6 +94,7 @@ class ToolBatch:
     # answer is saved with its results: no record is written, and a call with effects is
     # refused (not started).
     answer_saved: bool = True
+    mode: Mode | None = None  # the permission mode for this batch (None: the executor's)
 
 
 @dataclass
@@ -122,6 +123,12 @@ def needs_approval(tool: Tool, mode: Mode) -> bool:
     if tool.permission is Permission.EDIT:
         return mode is Mode.DEFAULT
     return True
+
+
+def shows_approved_change(tool: Tool, mode: Mode) -> bool:
+    """Whether a call approved by the mode itself is still shown to the user before it runs
+    (an edit in acceptEdits: its diff)."""
+    return mode is Mode.ACCEPT_EDITS and tool.permission is Permission.EDIT
 
 
 def has_no_effects(tool: Tool | None, mode: Mode) -> bool:
@@ -229,6 +236,8 @@ class ToolExecutor:
         """Decide one outcome per call of ``batch`` into ``outcome`` (see the module doc)."""
         outcomes = outcome.outcomes
         running = _Running()
+        if batch.mode is not None:  # \\mode changed it since the last batch
+            self.mode = batch.mode
         with batch.turn.scope():
             try:
                 for index, call in enumerate(batch.calls):
@@ -319,8 +328,10 @@ class ToolExecutor:
             reason = await tool.ask_reason(context, args, self.mode)
         except ToolFailed as exc:
             return self._outcome(call, "failed", f"Error: {exc}")
-        if reason or needs_approval(tool, self.mode):
-            approval = await self._approved(tool, args, reason)
+        if not reason and shows_approved_change(tool, self.mode):
+            await self._approved(tool, args, None, running.call_id, approved=True)  # shown
+        elif reason or needs_approval(tool, self.mode):
+            approval = await self._approved(tool, args, reason, running.call_id)
             if approval is not True:
                 said = ""
                 if isinstance(approval, Denied) and approval.reason.strip():
@@ -377,16 +388,19 @@ class ToolExecutor:
                                                   group.leader_start_time)
 
     async def _approved(
-        self, tool: Tool, args: dict[str, Any], reason: str | None
+        self, tool: Tool, args: dict[str, Any], reason: str | None, call_id: str, *,
+        approved: bool = False,
     ) -> bool | Denied:
-        """True if the user approved; False or a :class:`Denied` (with a reason) if not."""
+        """True if the user approved; False or a :class:`Denied` (with a reason) if not.
+        ``approved``: the mode approved it; the front end only shows the change (its answer,
+        once it has, is not a decision)."""
         if not self._events.listening:
-            return False
+            return approved
         reply_send, reply_receive = anyio.create_memory_object_stream[bool | Denied](1)
         async with reply_receive:
             description = _describe_call(tool.name, args) + (f" (asks: {reason})" if reason else "")
             request = ApprovalRequest(tool.name, description, reply_send, dict(args),
-                                      reason or "")
+                                      reason or "", call_id, approved=approved)
             if not await self._events.send(request):
                 reply_send.close()
                 return False

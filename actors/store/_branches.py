@@ -283,10 +283,11 @@ def cut_context(conn: Conn, rid: int, last_pos: int) -> None:
 
 def set_copy_counters(conn: Conn, rid: int, context_len: int, *, user_messages: int | None,
                       preview: str | None) -> None:
-    """A copy's context length, and (a copy cut short) what its listing shows."""
+    """A copy's context length, and (a copy cut short) what its listing shows (no summary:
+    the parent's told what came after the cut)."""
     sets = "context_len = ?"
     args: list[Any] = [context_len]
     if user_messages is not None:
-        sets += ", user_messages = ?, preview = ?"
+        sets += ", user_messages = ?, preview = ?, summary = ''"
         args += [user_messages, preview or ""]
     conn.execute(f"UPDATE sessions SET {sets} WHERE rid = ?", (*args, rid))

@@ -76,13 +76,13 @@ class Branching(Writes):
         else:
             _branches.copy_call_records(conn, row.rid, new,
                                         sorted({c for m in context for c in call_ids_of(m)}))
+            # the parent's summary tells what came after the cut: not the fork's
             typed = _branches.user_messages(conn, new, range(cut.end_seq + 1))
             latest = latest_user_text(context)
             _branches.set_copy_counters(conn, new, len(context), user_messages=len(typed),
                                         preview=one_line(latest) if latest else "")
             summaries = [c["summary"] for c in _rows.compactions(conn, new)]
-            shared.index.set_session_text(conn, new, session_text(row.title, row.summary,
-                                                                  summaries))
+            shared.index.set_session_text(conn, new, session_text(row.title, "", summaries))
         shared.contexts.forget(new_id)
 
     def rewind(self, session_id: str, before: int) -> Rewound:

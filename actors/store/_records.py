@@ -16,6 +16,7 @@ from typing import Any, TypedDict, cast
 from actors.core.errors import InvalidRecord
 from actors.core.ids import check_session_id
 from actors.core.messages import Message, text_of
+from actors.core.previews import result_label, typed_with_labels
 from actors.store._hostile import (
     check_compactions,
     check_messages,
@@ -169,10 +170,16 @@ def to_markdown(record: SessionRecord) -> str:
 
 
 def _markdown_message(number: int, message: Message) -> str:
-    """One transcript message, headed by its number (what ``--fork ID --at N`` takes)."""
+    """One transcript message, headed by its number (what ``--fork ID --at N`` takes), as a
+    person reads it: the system prompt and tool results as short labels, what the user
+    typed without the files attached to it (named), no data tags (the JSON export has
+    everything)."""
     role = message.get("role", "unknown")
+    if role == "system":
+        return f"**[{number}] system prompt** (the harness's instructions; in the JSON export)\n"
     if role == "tool":
-        body = str(message.get("content") or "")
-        return (f"**[{number}] tool result** (`{message.get('tool_call_id', '')}`):\n\n"
-                f"```\n{body}\n```\n")
-    return f"**[{number}] {role}**: {text_of(message) or '[no content]'}\n"
+        label = result_label(str(message.get("content") or ""))
+        return f"**[{number}] tool result** (`{message.get('tool_call_id', '')}`): {label}\n"
+    typed = typed_with_labels(message)
+    text = typed if typed is not None else text_of(message)
+    return f"**[{number}] {role}**: {text or '[no content]'}\n"

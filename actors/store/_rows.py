@@ -574,11 +574,13 @@ def insert_record(conn: Conn, record: SessionRecord, *, typed: int, preview: str
     return rid_of(conn, record["id"])
 
 
-def update_session(conn: Conn, rid: int, values: dict[str, Any], now: str) -> None:
-    """Set the metadata columns ``values`` of session ``rid``, and ``updated_at``."""
-    assignments = "".join(f"{column} = ?, " for column in values)
-    conn.execute(f"UPDATE sessions SET {assignments}updated_at = ?, listed_at = ? WHERE rid = ?",
-                 (*values.values(), now, listed_at(now), rid))
+def update_session(conn: Conn, rid: int, values: dict[str, Any], now: str | None) -> None:
+    """Set the metadata columns ``values`` of session ``rid``, and ``updated_at`` (and the
+    listing's ``listed_at``) to ``now`` unless it is None."""
+    if now is not None:
+        values = {**values, "updated_at": now, "listed_at": listed_at(now)}
+    assignments = ", ".join(f"{column} = ?" for column in values)
+    conn.execute(f"UPDATE sessions SET {assignments} WHERE rid = ?", (*values.values(), rid))
 
 
 def set_model_title(conn: Conn, rid: int, title: str) -> None:

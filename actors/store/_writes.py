@@ -34,7 +34,7 @@ from actors.core.messages import (
     to_plain,
     tool_result,
 )
-from actors.core.previews import one_line, own_user_text
+from actors.core.previews import one_line, own_user_text, typed_with_labels
 from actors.core.stored import StoredMessages
 from actors.core.titles import SOURCES
 from actors.store import _appends, _indexer, _rows, _survivors, _write_ahead
@@ -350,9 +350,12 @@ class Writes(SessionReader):
         state: dict[str, Any] | None = None,
         title_source: str | None = None,
         preview: str | None = None,
+        touch: bool | None = None,
     ) -> None:
         """Set the given metadata fields (None: unchanged) in one transaction. Archiving,
-        renaming and summaries count as updates (``updated_at`` moves).
+        renaming and summaries count as updates (``updated_at`` moves; ``touch`` says
+        otherwise); the status, the state, the project and the preview alone do not: opening
+        and closing a session leaves when it was last used as it was.
 
         A title is the user's unless ``title_source`` says otherwise; a summary becomes the
         listing's preview unless ``preview`` is given (previews follow the latest summary or
@@ -379,8 +382,10 @@ class Writes(SessionReader):
         shared = self._shared
         with self._existing_lease(session_id), shared.db.write(session_id) as conn:
             row = _rows.session_row(conn, session_id)
-            if values:
-                _rows.update_session(conn, row.rid, values, timestamp())
+            if touch is None:
+                touch = title is not None or summary is not None or archived is not None
+            if values or touch:
+                _rows.update_session(conn, row.rid, values, timestamp() if touch else None)
             if title is not None or summary is not None:
                 shared.index.set_session_text(conn, row.rid, session_text(
                     row.title if title is None else title,
@@ -414,12 +419,13 @@ class Writes(SessionReader):
                 if message.get("role") in {"user", "assistant"} and message.get("content") and (
                     message["role"] == "assistant" or own_user_text(message) is not None
                 ):
-                    excerpts.append(f"{message['role']}: {text_of(message)}")
+                    typed = typed_with_labels(message)  # never the files it sent
+                    excerpts.append(f"{message['role']}: {typed or text_of(message)}")
                     if len(excerpts) == FALLBACK_SUMMARY_EXCERPTS:
                         break
             summary = "\n".join(reversed(excerpts))[:FALLBACK_SUMMARY_CHARS]
             self.update(session_id, summary=summary or "Session ended without messages.",
-                        preview=info.preview)
+                        preview=info.preview, touch=False)
 
     # -- removing -----------------------------------------------------------------------
 

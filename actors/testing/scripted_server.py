@@ -49,6 +49,7 @@ from actors.testing.steps import (
     Drop,
     EndEarly,
     Fail,
+    Flood,
     Garbage,
     Hang,
     Reply,
@@ -62,6 +63,7 @@ __all__ = [
     "Drop",
     "EndEarly",
     "Fail",
+    "Flood",
     "Garbage",
     "Hang",
     "Reply",
@@ -279,6 +281,8 @@ class _Handler(BaseHTTPRequestHandler):
             if done is not None:
                 self._write_event(done)
             self._write_chunk(b"")  # the empty chunk terminates the chunked body
+        elif isinstance(step, Flood):
+            self._flood(step, body)
         elif isinstance(step, StreamError | EndEarly):
             step.reply.request_index = step.request_index
             self._start_stream()
@@ -295,6 +299,38 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_prefix(step.reply, body, streaming, step.after_chunks)
             if isinstance(step, Hang):
                 closing.wait()
+            self._abort()
+
+    def _flood(self, step: Flood, body: JSON) -> None:
+        """Stream ``step.size`` bytes of one kind, a piece at a time, until the client stops
+        reading (then the connection is closed)."""
+        reply = Reply(tool_calls=[ToolCall("write_file", "")] if step.kind == "arguments"
+                      else [])
+        reply.request_index = step.request_index
+        flavour = self.flavour
+        self._start_stream()
+        try:
+            if step.one_line:
+                self._write_chunk(b"data: ")
+                for _ in range(step.size // step.piece):
+                    self._write_chunk(b"x" * step.piece)
+            else:
+                if step.kind == "arguments":  # the call's name and id; its arguments follow
+                    opening = next(iter(flavour.tool_call_deltas(reply)))
+                    self._write_event(flavour.chunk(reply, body, opening))
+                piece = "x" * step.piece
+                field = {"text": "content", "reasoning": flavour.reasoning_field}.get(step.kind)
+                for _ in range(step.size // step.piece):
+                    delta: JSON = ({field: piece} if field is not None else {"tool_calls": [
+                        {"index": 0, "function": {"arguments": piece}}]})
+                    self._write_event(flavour.chunk(reply, body, delta))
+                for event in flavour.finish(reply, body):
+                    self._write_event(event)
+                done = flavour.done()
+                if done is not None:
+                    self._write_event(done)
+            self._write_chunk(b"")
+        except OSError:  # the client stopped reading and closed the connection
             self._abort()
 
     def _send_prefix(self, reply: Reply, body: JSON, streaming: bool, chunks: int) -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "EndEarly",
     "Expectation",
     "Fail",
+    "Flood",
     "Garbage",
     "Hang",
     "Reply",
@@ -137,6 +138,19 @@ class Garbage(_Step):
     status: int = 200
 
 
-Step = Reply | Fail | Drop | Hang | StreamError | EndEarly | Garbage
-STEP_TYPES = (Reply, Fail, Drop, Hang, StreamError, EndEarly, Garbage)
+@dataclass
+class Flood(_Step):
+    """A hostile answer: ``size`` bytes of ``kind`` (``text``, ``reasoning`` or
+    ``arguments`` of one tool call), streamed in pieces of ``piece`` bytes as fast as the
+    connection takes them, each made as it is sent (the server holds one at a time). With
+    ``one_line`` the whole answer is a single ``data:`` line that never ends."""
+
+    size: int = 200 * 1024 * 1024
+    kind: str = "text"
+    piece: int = 64 * 1024
+    one_line: bool = False
+
+
+Step = Reply | Fail | Drop | Hang | StreamError | EndEarly | Garbage | Flood
+STEP_TYPES = (Reply, Fail, Drop, Hang, StreamError, EndEarly, Garbage, Flood)
 Responder = Callable[[JSON], Step]

@@ -93,6 +93,8 @@ class Tool:
     """Looks at one call before it runs: returns why the user must be asked whatever the mode
     (but dangerouslySkipPermissions), or None to leave it to the mode; raises
     :class:`ToolFailed` to refuse the call before anyone is asked."""
+    brief: str = ""
+    """The description for a small context (``schema(compact=True)``): one short sentence."""
 
     async def ask_reason(self, ctx: ToolContext, args: dict[str, Any], mode: Mode) -> str | None:
         """Why this call must be asked in ``mode`` even if the mode would not ask (see
@@ -101,13 +103,20 @@ class Tool:
             return None
         return await self.always_ask(ctx, args)
 
-    def schema(self) -> dict[str, Any]:
-        """The chat-completions ``tools`` entry for this tool."""
+    def schema(self, *, compact: bool = False) -> dict[str, Any]:
+        """The chat-completions ``tools`` entry for this tool; ``compact``: its brief, and
+        its parameters without their descriptions (for a small context)."""
+        parameters = self.parameters
+        if compact:
+            properties = {name: {k: v for k, v in spec.items() if k != "description"}
+                          for name, spec in parameters.get("properties", {}).items()}
+            parameters = {**parameters, "properties": properties}
         return {
             "type": "function",
             "function": {
                 "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
+                "description": (self.brief or self.description) if compact else
+                self.description,
+                "parameters": parameters,
             },
         }

@@ -417,7 +417,7 @@ class Sandbox:
 
     def _replace(
         self, place: Place, data: bytes, existing: os.stat_result | None = None,
-        executable: bool | None = None,
+        executable: bool | None = None, exact_mode: int = 0,
     ) -> Written:
         current = existing if existing is not None else place.st
         if current is not None and not stat.S_ISREG(current.st_mode):
@@ -425,18 +425,21 @@ class Sandbox:
         directory = place.parent_fd
         temp = f".{place.name[:200]}.{os.urandom(4).hex()}.tmp"
         mode = stat.S_IMODE(current.st_mode) if current is not None else 0o666
+        private = current is not None or exact_mode  # no wider than it ends, meanwhile
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600 if current is not None else 0o666, dir_fd=directory)
+                     0o600 if private else 0o666, dir_fd=directory)
         try:
             try:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
-                if executable is not None:  # restoring: the bits the snapshot had
+                if exact_mode:  # restoring: the permissions the snapshot kept
+                    mode = exact_mode & 0o777  # never setuid, setgid or sticky
+                elif executable is not None:  # restoring a snapshot without permissions
                     if current is None:
                         mode = stat.S_IMODE(os.fstat(fd).st_mode)  # 0o666 less the umask
                     mode = mode | (mode & 0o444) >> 2 if executable else mode & ~0o111
-                if current is not None or executable is not None:
+                if private or executable is not None:
                     os.fchmod(fd, mode)
                 if current is not None and (
                     (current.st_uid, current.st_gid) != (os.geteuid(), os.getegid())
@@ -458,15 +461,16 @@ class Sandbox:
     # a link, never followed (links in the directories above are followed inside the sandbox,
     # as for every path).
 
-    def put_file(self, path: str, data: bytes, *, executable: bool) -> Written:
-        """Make ``path`` a regular file holding ``data`` (executable or not), replacing the
-        file or symlink there atomically; missing directories are created."""
+    def put_file(self, path: str, data: bytes, *, executable: bool, mode: int = 0) -> Written:
+        """Make ``path`` a regular file holding ``data`` with the permissions ``mode`` (0:
+        unknown, then executable or not), replacing the file or symlink there atomically;
+        missing directories are created."""
         with self.walk(path, create_dirs=True, follow_last=False) as place:
             if place.st is not None:
                 self.check_not_protected_file(place.st, path)
                 if stat.S_ISDIR(place.st.st_mode):
                     raise ToolFailed(f"'{path}' is a directory; it cannot become a file.")
-            return self._replace(place, data, executable=executable)
+            return self._replace(place, data, executable=executable, exact_mode=mode)
 
     def put_link(self, path: str, target: str) -> None:
         """Make ``path`` a symlink to ``target`` (only its text: nothing is followed),
@@ -484,14 +488,30 @@ class Sandbox:
                     os.unlink(temp, dir_fd=place.parent_fd)
                 raise
 
-    def make_dir(self, path: str) -> None:
-        """Make ``path`` a directory (and the ones above it)."""
+    def make_dir(self, path: str, mode: int = 0o777) -> None:
+        """Make ``path`` a directory (and the ones above it); ``mode`` as ``mkdir`` takes it
+        (less the umask)."""
         with self.walk(path, create_dirs=True, follow_last=False) as place:
             if place.st is None:
                 with contextlib.suppress(FileExistsError):
-                    os.mkdir(place.name, 0o777, dir_fd=place.parent_fd)
+                    os.mkdir(place.name, mode, dir_fd=place.parent_fd)
             elif not stat.S_ISDIR(place.st.st_mode):
                 raise ToolFailed(f"'{path}' is {kind_of(place.st.st_mode)}, not a directory.")
+
+    def set_dir_mode(self, path: str, mode: int) -> bool:
+        """Give the directory at ``path`` the permissions ``mode`` (never setuid, setgid or
+        sticky); False: no directory there."""
+        with self.walk(path, missing_ok=True, follow_last=False) as place:
+            if place.st is None or place.missing or not stat.S_ISDIR(place.st.st_mode):
+                return False
+            if not place.parts:
+                return False  # the project itself
+            fd = os.open(place.name, _DIR_FLAGS, dir_fd=place.parent_fd)
+            try:
+                os.fchmod(fd, mode & 0o777)
+            finally:
+                os.close(fd)
+            return True
 
     def remove(self, path: str) -> bool:
         """Remove the file or symlink at ``path`` (a link itself); False: nothing there."""

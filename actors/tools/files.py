@@ -461,6 +461,7 @@ READ_FILE = Tool(
     },
     run=read_file,
     permission=Permission.READ,
+    brief="Read a text file, lines numbered; offset and limit pick lines (from 1).",
 )
 
 GLOB_FILES = Tool(
@@ -482,6 +483,7 @@ GLOB_FILES = Tool(
     },
     run=glob_files,
     permission=Permission.READ,
+    brief="List the paths matching a glob pattern such as '**/*.py'.",
 )
 
 GREP = Tool(
@@ -505,6 +507,7 @@ GREP = Tool(
     },
     run=grep,
     permission=Permission.READ,
+    brief="Search files for a Python regex; glob filters names. Gives 'file:line: text'.",
 )
 
 WRITE_FILE = Tool(
@@ -526,6 +529,7 @@ WRITE_FILE = Tool(
     run=write_file,
     permission=Permission.EDIT,
     always_ask=_ask_before_writing,
+    brief="Create or overwrite a file with its whole content.",
 )
 
 EDIT_FILE = Tool(
@@ -549,6 +553,7 @@ EDIT_FILE = Tool(
     run=edit_file,
     permission=Permission.EDIT,
     always_ask=_ask_before_writing,
+    brief="Replace old_string, which must occur exactly once, with new_string.",
 )
 
 FILE_TOOLS = (READ_FILE, GLOB_FILES, GREP, WRITE_FILE, EDIT_FILE)

@@ -262,4 +262,6 @@ RUN_BASH = Tool(
     },
     run=_run_bash,
     permission=Permission.SHELL,
+    brief="Run a bash command in the project directory, without stdin and time-limited; "
+          "gives 'exit status N' and the output.",
 )

@@ -69,6 +69,22 @@ def call_lines(calls: list[CallFiles], objects: ObjectStore | None = None) -> li
     return lines
 
 
+def calls_json(calls: list[CallFiles], objects: ObjectStore | None = None
+               ) -> list[dict[str, Any]]:
+    """The calls as JSON (``--info ID --files --json``); with ``objects``, each call's
+    unified diff too (``--diff``)."""
+    trees = Trees(objects) if objects is not None else None
+    items = []
+    for call in calls:
+        item = call.as_json()
+        if trees is not None:
+            item["diff"] = "".join(unified(trees, c) for c in diff(trees, call.before,
+                                                                   call.mark.root)
+                                   if not c.is_dir)
+        items.append(item)
+    return items
+
+
 def call_summary(calls: list[CallFiles]) -> str:
     """One line: how many files the session's tool calls changed, by how many calls."""
     tools = [c for c in calls if c.tool != "rewind"]

@@ -4,19 +4,25 @@ A test that must kill the harness at a known moment (half-way through a rewind's
 between its files and its conversation, ...) starts it with ``AGENT_HARNESS_TEST_PAUSE_AT=NAME``
 (or ``NAME#N``: the N-th time that point is reached). When the process reaches that point it
 writes ``at point NAME`` on stderr and blocks for good; the test then sends SIGKILL to the real
-process and checks what the next command finds. Without the variable a point costs one
-environment look-up.
+process and checks what the next command finds. ``NAME#N~`` blocks only until a signal has
+been handled (the main thread: ``signal.pause``), then goes on: a test's SIGINT or SIGTERM lands
+there. Without the variable a point costs one environment look-up.
 
-The points: ``snapshot`` (a snapshot's objects are stored, nothing names them yet),
-``restore`` (after each path a restore has changed), ``rewind-between`` (a rewind of both: its
-files are rewound and recorded, its conversation not yet), ``roll-forward`` and
-``roll-forward-rewound`` (finishing an interrupted rewind of both: before, and after, its
-conversation is rewound; its record not yet written).
+The points: ``snapshot`` (a snapshot's objects are stored, nothing names them yet); the steps
+of a rewind of the files (see :mod:`._rewind`): ``rewind-journaled`` (its undo point taken
+and its journal written, not recorded yet), ``rewind-recorded`` (recorded, no file written
+yet), ``restore`` (after each path a restore has changed: a rewind's, a finish's, a
+put-back's), ``rewind-applied`` (every path written, the journal not removed yet),
+``put-back-recorded`` (a put-back recorded, no file written yet); ``rewind-between`` (a
+rewind of both: its files are rewound and recorded, its conversation not yet),
+``roll-forward`` and ``roll-forward-rewound`` (finishing an interrupted rewind of both:
+before, and after, its conversation is rewound; its record not yet written).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 ENV = "AGENT_HARNESS_TEST_PAUSE_AT"
@@ -32,8 +38,12 @@ def reached(name: str) -> None:
     if point != name:
         return
     count = _reached[name] = _reached.get(name, 0) + 1
-    if count < int(nth or 1):
+    until_signal = nth.endswith("~")
+    if count != int(nth.rstrip("~") or 1):
         return
     os.write(2, f"at point {name}\n".encode())
+    if until_signal:
+        signal.pause()  # returns once a handler has run
+        return
     while True:  # until the test's SIGKILL
         time.sleep(3600)

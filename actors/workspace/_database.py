@@ -2,16 +2,17 @@
 
 A file of its own (``<memory-dir>/workspace/objects.sqlite3``), not tables in the sessions
 database: a snapshot that stores many new files then never holds the session store's write
-lock, so checkpoints of this and other sessions never wait for it, and the objects can be
-vacuumed on their own. The marks that name snapshots live in this file too, written after
-the snapshot's objects, so nothing ever names a missing object.
+lock, so checkpoints of this and other sessions never wait for it. The marks that name
+snapshots live in this file too, written after the snapshot's objects, so nothing ever
+names a missing object.
 
 WAL journal with ``synchronous=NORMAL`` for snapshots: a commit is in the log (the OS's page
 cache) before it returns, so a kill -9 loses nothing, and a power cut can lose only the last
 snapshots, never consistency (the log is replayed in order: a mark never outlives its
 objects). A snapshot then costs no ``fsync``: on a busy disk that was most of its time. The
 commit point of a rewind is written with :meth:`WorkspaceDatabase.write` ``durable=True``
-(``synchronous=FULL``: on disk before the rewind's journal is removed).
+(``synchronous=FULL``: on disk, with every commit before it, the rewind's undo point
+included, before any file of the project is written).
 
 Every sqlite3 and OS error is translated here, once, into :class:`StorageError` naming the
 cause. Threads: one connection behind a lock; nothing here is cancellable (a transaction that
@@ -76,7 +77,7 @@ class Database(Protocol):
 
 class WorkspaceDatabase:
     """Transactions on the workspace objects file (the shape of the store's
-    :class:`~actors.store._parts.Transactions`: ``read()``, ``write()``, ``close()``)."""
+    :class:`actors.store`'s ``Transactions``: ``read()``, ``write()``, ``close()``)."""
 
     dialect = "sqlite"
 
@@ -135,8 +136,3 @@ class WorkspaceDatabase:
             finally:
                 if durable:
                     conn.execute("PRAGMA synchronous = NORMAL")
-
-    def vacuum(self) -> None:
-        """Give the space of deleted objects back to the file system (after a collection)."""
-        with self.lock, translated(self.path):
-            self.connection.execute("VACUUM")

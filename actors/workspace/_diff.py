@@ -2,9 +2,12 @@
 
 :func:`diff` walks the two root trees together and descends only where their oids differ,
 so its cost is the directories that changed, not the tree. It reports files and links
-(added, deleted, modified, or changed kind) and directories that appear or go away (a
-restore creates or removes them); kept-out entries are reported when they differ, marked
-as such.
+(added, deleted, modified: content, kind or permissions) and directories that appear, go
+away (a restore creates or removes them) or change permissions. A kept-out entry on either
+side is one change, marked as such (:attr:`Change.kept_out`), and nothing below it is
+compared: a directory one snapshot did not look in (over the caps, unreadable) says nothing
+of what it holds, so no file below it is reported as added or deleted, and a restore never
+touches it.
 
 Blocking (it reads objects); call it from a worker thread.
 """
@@ -97,10 +100,18 @@ def _diff_dirs(trees: Trees, old: bytes | None, new: bytes | None, prefix: str,
         if x == y:
             continue
         path = prefix + name
+        if (x is not None and x.kind in KEPT_OUT) or (y is not None and y.kind in KEPT_OUT):
+            if (x is not None and y is not None and x.kind in KEPT_OUT and y.kind in KEPT_OUT
+                    and x.size == y.size):
+                continue  # kept out on both sides, same size: nothing known to compare
+            out.append(Change(path, x, y))  # one change, never what is below it: a side
+            continue  # that was not looked at (or kept) says nothing of its contents
         x_dir = x is not None and x.kind == DIR
         y_dir = y is not None and y.kind == DIR
         if x_dir and y_dir:
             assert x is not None and y is not None
+            if x.mode != y.mode and x.mode and y.mode:
+                out.append(Change(path, x, y))  # its permissions changed
             _diff_dirs(trees, x.oid, y.oid, path + "/", out)
             continue
         if x_dir:  # a directory goes away (perhaps for a file)
@@ -117,9 +128,9 @@ def _diff_dirs(trees: Trees, old: bytes | None, new: bytes | None, prefix: str,
             out.append(Change(path, None, y))
             _diff_dirs(trees, None, y.oid, path + "/", out)
             continue
-        if (x is not None and y is not None and x.kind in KEPT_OUT and y.kind in KEPT_OUT
-                and x.size == y.size):
-            continue  # kept out on both sides, same size: nothing known to compare
+        if (x is not None and y is not None and x.kind == y.kind and x.oid == y.oid
+                and (x.mode == y.mode or not (x.mode and y.mode))):
+            continue  # the same content, its mode unknown on one side (an older tree)
         out.append(Change(path, x, y))
 
 

@@ -9,8 +9,9 @@ is not stored: the snapshot's objects are committed before its mark. Kinds::
     before   just before tool call ``call_id`` (of assistant message ``message``) ran
     after    just after it; its changes (since ``before``) are rows of ``workspace_paths``
     rewind   a rewind of the files to ``root``; ``detail`` holds the undo snapshot (the
-             files as they were just before), so the rewind can itself be undone. It is the
-             commit point of the restore journaled under ``call_id`` (see ``_journal``)
+             files as they were just before), so the rewind can itself be undone, and the
+             project. It is the commit point of the restore journaled under ``call_id``
+             (see ``_journal``), written before any file is
     conversation  the conversation half of a rewind of both, done (``detail``: the files'
              rewind mark and the fork that keeps what came after)
 
@@ -136,12 +137,16 @@ class Marks:
 
     def rewind_recorded(self, journal_id: str) -> bool:
         """Whether the rewind journaled as ``journal_id`` was recorded (its commit point)."""
+        return self.rewind_of(journal_id) is not None
+
+    def rewind_of(self, journal_id: str) -> Mark | None:
+        """The ``rewind`` mark recorded for the restore journaled as ``journal_id``."""
         with self.db.read() as conn:
             row = conn.execute(
-                "SELECT 1 FROM workspace_marks WHERE kind = 'rewind' AND call_id = ?",
+                f"SELECT {_COLUMNS} FROM workspace_marks WHERE kind = 'rewind' AND call_id = ?",
                 (journal_id,),
             ).fetchone()
-        return row is not None
+        return None if row is None else _mark(row)
 
     def paths(self, marks: Iterable[int]) -> dict[int, list[tuple[str, str]]]:
         """``mark seq -> [(path, status)]`` for the given ``after`` marks."""
@@ -226,6 +231,36 @@ class Marks:
                     "DELETE FROM workspace_paths WHERE mark NOT IN "
                     "(SELECT seq FROM workspace_marks)"
                 )
+        return dropped
+
+    def oldest(self, session_id: str, *, own: bool, limit: int) -> list[int]:
+        """Up to ``limit`` marks to drop to make room, oldest first: of the sessions but
+        ``session_id`` (``own``: of that session), never a session's newest mark nor its
+        newest rewind (the undo point ``--undo`` goes back to, the record of a rewind that
+        may be pending)."""
+        kept = ("SELECT max(seq) FROM workspace_marks GROUP BY session_id UNION "
+                "SELECT max(seq) FROM workspace_marks WHERE kind = 'rewind' GROUP BY session_id")
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT seq FROM workspace_marks WHERE session_id {'=' if own else '<>'} ?"
+                f" AND seq NOT IN ({kept}) ORDER BY created_at, seq LIMIT ?",
+                (session_id, limit),
+            ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def forget(self, seqs: Sequence[int]) -> int:
+        """Drop the marks ``seqs`` (and their paths); how many."""
+        dropped = 0
+        with self.db.write() as conn:
+            for start in range(0, len(seqs), 400):
+                chunk = tuple(seqs[start : start + 400])
+                marks = ", ".join("?" * len(chunk))
+                conn.execute(f"DELETE FROM workspace_paths WHERE mark IN ({marks})", chunk)
+                row = conn.execute(
+                    f"SELECT count(*) FROM workspace_marks WHERE seq IN ({marks})", chunk
+                ).fetchone()
+                dropped += int(row[0])
+                conn.execute(f"DELETE FROM workspace_marks WHERE seq IN ({marks})", chunk)
         return dropped
 
     def sizes(self) -> dict[str, int]:

@@ -3,12 +3,18 @@
 
 Shared SQL over a ``read()``/``write()`` transactions object, as the session store does
 (``?`` placeholders; the PostgreSQL connection adapts them in one place). Objects are
-zlib-compressed when that saves space. Every object has ``used_at``: when a snapshot last
-produced or reused it.
+zlib-compressed when that saves space (codec 1); a changed file's new content given with its
+previous version's oid is kept as a delta against that version's whole content when that is
+smaller (codec 2, :mod:`._delta`; its ``base`` column names the object it is a delta of,
+which is always stored whole: reading one costs two objects, never a chain). Every object
+has ``used_at``: when a snapshot last produced or reused it. The bytes stored in all are
+counted in ``workspace_meta`` (``stored_bytes``), so the quota (:mod:`._housekeeping`) costs
+no scan.
 
 Collection (:meth:`ObjectStore.collect`) keeps what the given roots (the snapshots recorded
 in sessions) reach, and whatever was used within the grace period together with what it
-reaches (a snapshot just taken whose id is not recorded yet). Because a snapshot's stat cache
+reaches (a snapshot just taken whose id is not recorded yet); what is kept reaches the bases
+of its deltas too. Because a snapshot's stat cache
 names blobs without reading them, a collection that deleted anything moves the store's
 *epoch*; :meth:`ObjectStore.save` is given the epoch its snapshot started from and writes
 nothing when it moved (the snapshot is then taken again without the cache). Both run in one
@@ -32,27 +38,31 @@ from typing import Any
 
 from actors.core.errors import StorageError
 from actors.store import Conn
+from actors.workspace import _delta
 from actors.workspace._database import Database
 from actors.workspace._marks import SCHEMA as MARKS_SCHEMA
 from actors.workspace._marks import Marks
 from actors.workspace._tree import BLOB, TREE, decode_tree
 
 COMPRESS_LEVEL = 6
+DELTA_AT_MOST = 0.5  # a delta larger than this share of the whole (compressed) is not kept
 _CHUNK = 400  # ids in one IN (...) list
+RAW, ZLIB, DELTA = 0, 1, 2  # codecs
 
 _SQLITE_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS workspace_objects ("
     " id BLOB PRIMARY KEY, kind INTEGER NOT NULL, size INTEGER NOT NULL,"
     " stored INTEGER NOT NULL, codec INTEGER NOT NULL, used_at INTEGER NOT NULL,"
-    " data BLOB NOT NULL)",
+    " data BLOB NOT NULL, base BLOB)",
     "CREATE TABLE IF NOT EXISTS workspace_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
 _PG_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS workspace_objects ("
     " id BYTEA PRIMARY KEY, kind SMALLINT NOT NULL, size BIGINT NOT NULL,"
     " stored BIGINT NOT NULL, codec SMALLINT NOT NULL, used_at BIGINT NOT NULL,"
-    " data BYTEA NOT NULL)",
+    " data BYTEA NOT NULL, base BYTEA)",
     "CREATE TABLE IF NOT EXISTS workspace_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "ALTER TABLE workspace_objects ADD COLUMN IF NOT EXISTS base BYTEA",
 )
 _META_DEFAULTS = (
     "INSERT INTO workspace_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
@@ -116,12 +126,33 @@ def pack(data: bytes) -> tuple[int, bytes]:
     if len(data) > 64:
         packed = zlib.compress(data, COMPRESS_LEVEL)
         if len(packed) < len(data):
-            return 1, packed
-    return 0, data
+            return ZLIB, packed
+    return RAW, data
 
 
 def unpack(codec: int, data: bytes) -> bytes:
-    return zlib.decompress(data) if codec == 1 else bytes(data)
+    return zlib.decompress(data) if codec == ZLIB else bytes(data)
+
+
+_Row = tuple[bytes, int, int, int, int, int, bytes, bytes | None]
+
+
+def _whole_row(row: _Row, content: bytes) -> _Row:
+    codec, stored = pack(content)
+    return (row[0], row[1], row[2], len(stored), codec, row[5], stored, None)
+
+
+def _sum_stored(conn: Conn) -> int:
+    row = conn.execute("SELECT coalesce(sum(stored), 0) FROM workspace_objects").fetchone()
+    return int(row[0])
+
+
+def _add_base_column(conn: Conn) -> None:
+    """A file made before deltas has no ``base`` column (SQLite: no ADD COLUMN IF NOT
+    EXISTS)."""
+    columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(workspace_objects)")}
+    if "base" not in columns:
+        conn.execute("ALTER TABLE workspace_objects ADD COLUMN base BLOB")
 
 
 class ObjectStore:
@@ -135,8 +166,13 @@ class ObjectStore:
                 with db.write() as conn:
                     for statement in (*schema, *MARKS_SCHEMA[db.dialect]):
                         conn.execute(statement)
+                    if db.dialect == "sqlite":
+                        _add_base_column(conn)
                     conn.execute(_META_DEFAULTS, ("store_id", uuid.uuid4().hex))
                     conn.execute(_META_DEFAULTS, ("gc_epoch", "0"))
+                    if conn.execute("SELECT 1 FROM workspace_meta WHERE key = 'stored_bytes'"
+                                    ).fetchone() is None:  # counted once, then kept
+                        conn.execute(_META_DEFAULTS, ("stored_bytes", str(_sum_stored(conn))))
                 break
             except StorageError:  # two processes creating the tables at once (PostgreSQL)
                 if attempt:
@@ -193,26 +229,42 @@ class ObjectStore:
         *,
         touch: Sequence[bytes] = (),
         epoch: int | None = None,
+        bases: dict[bytes, bytes] | None = None,
     ) -> int | None:
         """Store ``objects`` (oid -> (kind, content)) and mark ``touch`` as just used, in one
         transaction, and return the store's epoch; None, with nothing written, when the
-        epoch is no longer ``epoch``."""
+        epoch is no longer ``epoch``. ``bases``: oid -> the oid of an earlier version of the
+        same file, which the new one may be kept as a delta of (see the module doc)."""
         now = int(time.time())
-        rows = []
+        whole = self._whole_bases(bases) if bases else {}
+        rows: list[_Row] = []
         for oid, (kind, content) in objects.items():
             codec, stored = pack(content)
-            rows.append((oid, kind, len(content), len(stored), codec, now, stored))
+            base: bytes | None = None
+            found = whole.get(bases.get(oid, b"")) if bases else None
+            if found is not None and _delta.similar(content, found[1]):
+                delta = _delta.encode(content, found[1])
+                if len(delta) < len(stored) * DELTA_AT_MOST:
+                    codec, stored, base = DELTA, delta, found[0]
+            rows.append((oid, kind, len(content), len(stored), codec, now, stored, base))
         with self.db.write() as conn:
             current = self._epoch(conn, self._share())
             if epoch is not None and current != epoch:
                 return None
             if rows:
+                wanted = {row[7] for row in rows if row[7] is not None}
+                if wanted:  # a base collected since it was read: that content goes whole
+                    kept = self._present(conn, wanted)
+                    rows = [row if row[7] is None or row[7] in kept
+                            else _whole_row(row, objects[row[0]][1]) for row in rows]
                 conn.executemany(
-                    "INSERT INTO workspace_objects (id, kind, size, stored, codec, used_at, data)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    "INSERT INTO workspace_objects"
+                    " (id, kind, size, stored, codec, used_at, data, base)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                     " ON CONFLICT (id) DO UPDATE SET used_at = excluded.used_at",
                     rows,
                 )
+                self._count_stored(conn, sum(row[3] for row in rows))
             touched = [oid for oid in dict.fromkeys(touch) if oid not in objects]
             for chunk in _chunks(touched):
                 conn.execute(
@@ -224,34 +276,90 @@ class ObjectStore:
     def _share(self) -> str:
         return " FOR SHARE" if self.db.dialect == "postgres" else ""
 
+    @staticmethod
+    def _present(conn: Conn, oids: set[bytes]) -> set[bytes]:
+        found: set[bytes] = set()
+        for chunk in _chunks(list(oids)):
+            found.update(bytes(r[0]) for r in conn.execute(
+                f"SELECT id FROM workspace_objects WHERE id IN ({_marks(len(chunk))})",
+                tuple(chunk)).fetchall())
+        return found
+
+    def _count_stored(self, conn: Conn, added: int) -> None:
+        """Add ``added`` to the bytes stored (a row lock on PostgreSQL: two processes'
+        snapshots add one after the other)."""
+        row = conn.execute("SELECT value FROM workspace_meta WHERE key = 'stored_bytes'"
+                           f"{self._lock()}").fetchone()
+        total = int(row[0]) if row else 0
+        conn.execute(
+            "INSERT INTO workspace_meta (key, value) VALUES ('stored_bytes', ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(total + added),))
+
+    def stored_bytes(self) -> int:
+        """The bytes the objects take as stored (kept as they are written and collected)."""
+        value = self.meta("stored_bytes")
+        return int(value) if value else 0
+
+    def _rows(self, conn: Conn, oids: Sequence[bytes]) -> dict[bytes, tuple[int, bytes,
+                                                                             bytes | None]]:
+        found: dict[bytes, tuple[int, bytes, bytes | None]] = {}
+        for chunk in _chunks(oids):
+            for oid, codec, data, base in conn.execute(
+                f"SELECT id, codec, data, base FROM workspace_objects WHERE id IN "
+                f"({_marks(len(chunk))})", tuple(chunk),
+            ).fetchall():
+                found[bytes(oid)] = (int(codec), bytes(data),
+                                     bytes(base) if base is not None else None)
+        return found
+
+    def _contents(self, conn: Conn, oids: Iterable[bytes]) -> dict[bytes, bytes]:
+        """The contents of the stored ones among ``oids`` (deltas read with their bases)."""
+        rows = self._rows(conn, list(dict.fromkeys(oids)))
+        bases = {base for codec, _data, base in rows.values() if base is not None}
+        missing = [b for b in bases if b not in rows]
+        if missing:
+            rows.update(self._rows(conn, missing))
+        found: dict[bytes, bytes] = {}
+        for oid, (codec, data, _base) in rows.items():
+            if codec != DELTA:
+                found[oid] = unpack(codec, data)
+        for oid, (codec, data, base) in rows.items():
+            if codec == DELTA:
+                if base is None or base not in found:
+                    raise StorageError(
+                        f"The workspace snapshot object {oid.hex()[:12]} is a change to an "
+                        f"object that is missing ({self.location}); it cannot be read.")
+                found[oid] = _delta.decode(data, found[base])
+        return found
+
+    def _whole_bases(self, bases: dict[bytes, bytes]) -> dict[bytes, tuple[bytes, bytes]]:
+        """``earlier version -> (the whole object it is or is a delta of, its content)`` of
+        the stored ones among ``bases``' values."""
+        with self.db.read() as conn:
+            rows = self._rows(conn, list(set(bases.values())))
+            of = {oid: base if codec == DELTA and base is not None else oid
+                  for oid, (codec, _data, base) in rows.items()}
+            contents = self._contents(conn, set(of.values()))
+        return {oid: (whole, contents[whole]) for oid, whole in of.items() if whole in contents}
+
     def load(self, oid: bytes) -> bytes:
         """The content of ``oid``; :class:`StorageError` when it is not stored."""
-        with self.db.read() as conn:
-            row = conn.execute(
-                "SELECT codec, data FROM workspace_objects WHERE id = ?", (oid,)
-            ).fetchone()
-        if row is None:
+        found = self.load_many([oid])
+        if oid not in found:
             raise StorageError(
                 f"The workspace snapshot object {oid.hex()[:12]} is missing "
                 f"({self.location}); that snapshot cannot be read."
             )
-        return unpack(int(row[0]), bytes(row[1]))
+        return found[oid]
 
     def load_many(self, oids: Iterable[bytes]) -> dict[bytes, bytes]:
         """The contents of the stored ones among ``oids``."""
         wanted = list(dict.fromkeys(oids))
-        found: dict[bytes, bytes] = {}
         if not wanted:
-            return found
+            return {}
         with self.db.read() as conn:
-            for chunk in _chunks(wanted):
-                for oid, codec, data in conn.execute(
-                    f"SELECT id, codec, data FROM workspace_objects WHERE id IN "
-                    f"({_marks(len(chunk))})",
-                    tuple(chunk),
-                ).fetchall():
-                    found[bytes(oid)] = unpack(int(codec), bytes(data))
-        return found
+            found = self._contents(conn, wanted)
+        return {oid: found[oid] for oid in wanted if oid in found}
 
     def meta(self, key: str) -> str | None:
         with self.db.read() as conn:
@@ -289,7 +397,11 @@ class ObjectStore:
         return Usage(int(row[0]), int(row[1]), int(row[2]))
 
     def reachable(self, roots: Iterable[bytes], conn: Conn | None = None) -> set[bytes]:
-        """Every oid the trees ``roots`` reach (the roots included, where stored)."""
+        """Every oid the trees ``roots`` reach (the roots included, where stored), and the
+        bases of the deltas among them."""
+        if conn is None:
+            with self.db.read() as own:
+                return self.reachable(roots, own)
         seen: set[bytes] = set()
         pending = [r for r in dict.fromkeys(roots)]
         while pending:
@@ -307,16 +419,16 @@ class ObjectStore:
                             pending.append(entry.oid)
                     elif entry.is_content:
                         seen.add(entry.oid)
+        for chunk in _chunks(list(seen)):  # a delta reaches its base (never a delta)
+            seen.update(bytes(r[0]) for r in conn.execute(
+                f"SELECT base FROM workspace_objects WHERE base IS NOT NULL AND id IN "
+                f"({_marks(len(chunk))})", tuple(chunk)).fetchall())
         return seen
 
-    def _trees(self, oids: Sequence[bytes], conn: Conn | None) -> list[bytes]:
-        sql = (f"SELECT codec, data FROM workspace_objects WHERE kind = {TREE} AND id IN "
-               f"({_marks(len(oids))})")
-        if conn is not None:
-            rows = conn.execute(sql, tuple(oids)).fetchall()
-        else:
-            with self.db.read() as own:
-                rows = own.execute(sql, tuple(oids)).fetchall()
+    def _trees(self, oids: Sequence[bytes], conn: Conn) -> list[bytes]:
+        rows = conn.execute(
+            f"SELECT codec, data FROM workspace_objects WHERE kind = {TREE} AND id IN "
+            f"({_marks(len(oids))})", tuple(oids)).fetchall()
         return [unpack(int(codec), bytes(data)) for codec, data in rows]
 
     def collect(self, roots: Iterable[bytes], *, grace_seconds: float) -> Collected:
@@ -352,6 +464,8 @@ class ObjectStore:
                     "UPDATE workspace_meta SET value = ? WHERE key = 'gc_epoch'",
                     (str(epoch + 1),),
                 )
+                conn.execute("UPDATE workspace_meta SET value = ? WHERE key = 'stored_bytes'",
+                             (str(_sum_stored(conn)),))
             kept = self._count(conn)
         return Collected(len(dead), sum(old[oid] for oid in dead), kept)
 

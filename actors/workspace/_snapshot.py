@@ -16,9 +16,15 @@ tree touches the database at most once in a while (to mark its root as used).
 
 Caps (:class:`Limits`): a file over ``max_file_bytes`` is kept out; when the files kept
 would pass ``max_project_bytes``, the largest are kept out until they fit; past
-``max_entries`` entries or ``max_depth`` levels, directories are not looked at. What is kept
-out is an entry of its own in the tree (see :mod:`._tree`), and each snapshot reports what
-it newly kept out, so nothing goes missing silently.
+``max_entries`` kept entries (files, links and directories the snapshot keeps: ignored ones
+do not count) or ``max_depth`` levels, directories are not looked at. What is kept out is an
+entry of its own in the tree (see :mod:`._tree`), and each snapshot reports what it newly
+kept out and which directories it did not look in (:attr:`Snapshot.unscanned`), so nothing
+goes missing silently. Permissions (``0o777`` of the mode) of files and directories are kept
+in the entries.
+
+A changed file's new content is handed to the store with the oid of its previous version
+(the *base*), which the store may keep it as a delta against (see :mod:`._objects`).
 
 Blocking; run it in a worker thread. Setting :attr:`Snapshotter.stop` stops it at the next
 directory (:class:`SnapshotStopped`; the stat cache is left as it was). Interrupting it (a
@@ -49,6 +55,7 @@ from actors.workspace._tree import (
     FILE,
     LINK,
     OMITTED,
+    PERMISSIONS,
     UNSCANNED,
     ZERO,
     Entry,
@@ -98,6 +105,7 @@ class Snapshot:
     changed_dirs: int
     kept_out: tuple[KeptOut, ...]  # newly kept out (in the directories that changed)
     seconds: float
+    unscanned: tuple[str, ...] = ()  # directories not looked at (caps), in this walk
 
     @property
     def id(self) -> str:
@@ -112,8 +120,9 @@ class _Node:
     keys: dict[str, Key]
     subs: dict[str, _Node | None]  # None: not looked at (caps), or unreadable
     cached: DirState | None
+    mode: int = 0  # the directory's permissions
     changed: bool = False
-    entries: dict[str, tuple[str, bytes, int]] = field(default_factory=dict)
+    entries: dict[str, tuple[str, bytes, int, int]] = field(default_factory=dict)
     tree: bytes = b""
     files: int = 0
     size: int = 0
@@ -162,6 +171,8 @@ class Snapshotter:
             p[: i] for p in force for i in range(len(p)) if p[i] == "/"
         )
         self._entries = 0
+        self._unscanned: list[str] = []
+        self._bases: dict[bytes, bytes] = {}  # new blob -> the previous version's oid
         self._pending: dict[bytes, tuple[int, bytes]] = {}
         self._pending_bytes = 0
         self._new_objects = 0
@@ -192,6 +203,7 @@ class Snapshotter:
         return Snapshot(
             root.tree, root.files, root.size, self._new_objects, self._new_bytes,
             self._changed, tuple(self._kept_out), time.perf_counter() - started,
+            tuple(self._unscanned),
         )
 
     def _rules_for(self, fd: int, rel: str, parent: Rules, has_gitignore: bool) -> Rules:
@@ -207,7 +219,7 @@ class Snapshotter:
                 return cached
             gfd, _ = self.sandbox.open_entry(fd, ".gitignore", rel + ".gitignore")
             try:
-                text = _read(gfd, 1024 * 1024).decode("utf-8", "replace")
+                text = read_bounded(gfd, 1024 * 1024).decode("utf-8", "replace")
             finally:
                 os.close(gfd)
         except (OSError, ToolFailed):
@@ -235,16 +247,19 @@ class Snapshotter:
                 node = self._relist(fd, rel, cached, listing)
         if node is None:
             node, rules = self._list(fd, rel, parent_rules, cached, stamp)
+        node.mode = stat.S_IMODE(dir_stat.st_mode) & PERMISSIONS
         over = depth + 1 >= self.limits.max_depth or self._entries > self.limits.max_entries
         protected = self.sandbox.protected
         for name in node.subnames:
             if over:
                 node.subs[name] = None
+                self._unscanned.append(rel + name)
                 continue
             try:
                 child = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except OSError:
                 node.subs[name] = None  # unreadable, or swapped for a link: not followed
+                self._unscanned.append(rel + name)
                 continue
             try:
                 st = os.fstat(child)
@@ -275,7 +290,7 @@ class Snapshotter:
             for name, key in keys.items():
                 if key != old.get(name) and key[0] & ifmt not in (isreg, islnk):
                     return None
-        self._entries += listing[3]
+        self._entries += listing[3]  # what it keeps (files, links, directories entered)
         return _Node(rel[:-1], keys, {}, cached, listing=listing,
                      subnames=listing[5])
 
@@ -290,7 +305,6 @@ class Snapshotter:
         force, force_dirs = self._force, self._force_dirs
         keys: dict[str, Key] = {}
         subdirs = []
-        self._entries += len(listed)
         isreg, islnk, ifmt = _S_IFREG, _S_IFLNK, _S_IFMT
         for entry in listed:  # one lstat per file, nothing else when unignored
             if entry.is_dir(follow_symlinks=False):
@@ -316,9 +330,11 @@ class Snapshotter:
                 keys[entry.name] = (mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
                                     st.st_ino)
         keys.pop(".git", None)  # a worktree's .git file: git's, never the project's
+        kept = len(keys) + len(subdirs)  # the cap counts what is kept, never what is ignored
+        self._entries += kept
         listing: Listing | None = None
         if not force and stamp[0] < self._start_ns - RACY_NS:  # see _statcache
-            listing = (stamp, rules.digest, ".gitignore" in names, len(listed), tuple(keys),
+            listing = (stamp, rules.digest, ".gitignore" in names, kept, tuple(keys),
                        tuple(subdirs))
         return _Node(rel[:-1], keys, {}, cached, listing=listing, subnames=subdirs), rules
 
@@ -334,7 +350,8 @@ class Snapshotter:
         is open now)."""
         cached = node.cached
         subs = node.subs
-        if cached is not None and node.keys == cached.keys and len(subs) == len(cached.subs):
+        if (cached is not None and node.keys == cached.keys and len(subs) == len(cached.subs)
+                and node.mode == cached.mode):
             same = True
             for name, sub in subs.items():
                 if sub is None or sub.changed or cached.subs.get(name) != sub.tree:
@@ -367,34 +384,41 @@ class Snapshotter:
                 except OSError:
                     node.keys[name] = RACY
                     continue
-                node.entries[name] = (LINK, self._blob(data), len(data))
+                node.entries[name] = (LINK, self._blob(data), len(data), 0)
                 continue
             if size > limit:
-                node.entries[name] = (OMITTED, ZERO, size)
+                node.entries[name] = (OMITTED, ZERO, size, 0)
                 self._kept_out.append(KeptOut(prefix + name, size, _too_big(size, limit)))
                 continue
             try:
-                data, now_key = self._read_file(fd, name, prefix + name, limit)
+                if size == 0:  # nothing to read (an __init__.py, a .gitkeep): its stat is
+                    data, now_key = b"", key  # all there is, and a racy one is read again
+                else:
+                    data, now_key = self._read_file(fd, name, prefix + name, limit)
             except (OSError, ToolFailed) as exc:
                 node.keys.pop(name, None)
                 if not isinstance(exc, FileNotFoundError):
-                    node.entries[name] = (OMITTED, ZERO, size)
+                    node.entries[name] = (OMITTED, ZERO, size, 0)
                     node.keys[name] = RACY
                     self._kept_out.append(KeptOut(prefix + name, size, _unreadable(exc)))
                 continue
             if now_key != key:
                 node.keys[name] = RACY  # it changed while being read: read it again next time
             if len(data) > limit:
-                node.entries[name] = (OMITTED, ZERO, len(data))
+                node.entries[name] = (OMITTED, ZERO, len(data), 0)
                 self._kept_out.append(KeptOut(prefix + name, len(data), _too_big(len(data),
                                                                                   limit)))
                 continue
-            node.entries[name] = (EXEC if mode & 0o111 else FILE, self._blob(data), len(data))
+            old = old_entries.get(name)
+            base = old[1] if old is not None and old[0] in (FILE, EXEC) else None
+            now_mode = now_key[0]
+            node.entries[name] = (EXEC if now_mode & 0o111 else FILE, self._blob(data, base),
+                                  len(data), stat.S_IMODE(now_mode) & PERMISSIONS)
 
     def _read_file(self, dir_fd: int, name: str, shown: str, limit: int) -> tuple[bytes, Key]:
         fd, _st = self.sandbox.open_entry(dir_fd, name, shown)
         try:
-            data = _read(fd, limit)
+            data = read_bounded(fd, limit)
             st = os.fstat(fd)
         finally:
             os.close(fd)
@@ -408,7 +432,7 @@ class Snapshotter:
 
         def gather(node: _Node) -> None:
             prefix = f"{node.rel}/" if node.rel else ""
-            for name, (kind, _oid, size) in node.entries.items():
+            for name, (kind, _oid, size, _mode) in node.entries.items():
                 if kind in (FILE, EXEC):
                     files.append((size, prefix + name, node, name))
             for sub in node.subs.values():
@@ -427,7 +451,7 @@ class Snapshotter:
             dropped.add(node.entries[name][1])
             if not node.changed:
                 node.entries = dict(node.entries)
-            node.entries[name] = (OMITTED, ZERO, size)
+            node.entries[name] = (OMITTED, ZERO, size, 0)
             self._kept_out.append(KeptOut(path, size, "over the project's size cap "
                                           f"({cap // (1024 * 1024)} MB in all)"))
             touched.add(id(node))
@@ -443,7 +467,7 @@ class Snapshotter:
 
         mark(root)
         kept = {oid for _size, _path, node, name in files
-                for kind, oid, _len in (node.entries[name],) if kind != OMITTED}
+                for kind, oid, _len, _mode in (node.entries[name],) if kind != OMITTED}
         for oid in dropped - kept:  # not stored (unless already flushed: collected later)
             found = self._pending.pop(oid, None)
             if found is not None:
@@ -455,8 +479,8 @@ class Snapshotter:
             return
         entries = []
         files = size = 0
-        for name, (kind, oid, length) in node.entries.items():
-            entries.append(Entry(name, kind, oid, length))
+        for name, (kind, oid, length, mode) in node.entries.items():
+            entries.append(Entry(name, kind, oid, length, mode))
             if kind != OMITTED:
                 files += 1
                 size += length
@@ -465,7 +489,7 @@ class Snapshotter:
                 entries.append(Entry(name, UNSCANNED, ZERO, 0))
                 continue
             self._build(sub)
-            entries.append(Entry(name, DIR, sub.tree, sub.size))
+            entries.append(Entry(name, DIR, sub.tree, sub.size, sub.mode))
             files += sub.files
             size += sub.size
         encoded = encode_tree(entries)
@@ -473,8 +497,10 @@ class Snapshotter:
         node.files, node.size = files, size
         self._add(node.tree, TREE, encoded)
 
-    def _blob(self, data: bytes) -> bytes:
+    def _blob(self, data: bytes, base: bytes | None = None) -> bytes:
         oid = blob_oid(data)
+        if base is not None and base != oid:
+            self._bases[oid] = base
         self._add(oid, BLOB, data)
         return oid
 
@@ -492,7 +518,8 @@ class Snapshotter:
         new = {oid: pending[oid] for oid in missing}
         if not new and not final:
             return
-        epoch = self.objects.save(new, touch=touch or (), epoch=self._epoch)
+        bases = {oid: self._bases[oid] for oid in new if oid in self._bases}
+        epoch = self.objects.save(new, touch=touch or (), epoch=self._epoch, bases=bases)
         if epoch is None:
             raise _Restart
         self.cache.epoch = self._epoch = epoch
@@ -517,7 +544,7 @@ class Snapshotter:
             self._remember(sub)
             subs[name] = sub.tree
         dirs[node.rel] = DirState(node.tree, node.keys, node.entries, subs, node.files,
-                                  node.size, node.listing)
+                                  node.size, node.listing, node.mode)
         self.cache.dirty = True
 
 
@@ -525,11 +552,11 @@ def _total(node: _Node) -> int:
     """Bytes of the files ``node`` keeps (before its tree is built)."""
     if not node.changed:
         return node.size
-    own = sum(size for kind, _oid, size in node.entries.values() if kind != OMITTED)
+    own = sum(size for kind, _oid, size, _mode in node.entries.values() if kind != OMITTED)
     return own + sum(_total(sub) for sub in node.subs.values() if sub is not None)
 
 
-def _read(fd: int, limit: int) -> bytes:
+def read_bounded(fd: int, limit: int) -> bytes:
     """At most ``limit + 1`` bytes of ``fd`` (one more tells a file that grew too big)."""
     chunks = []
     size = 0

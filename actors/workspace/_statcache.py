@@ -2,10 +2,10 @@
 changed.
 
 For every directory it keeps the ``lstat`` key of each file (mode, size, mtime, ctime,
-inode: a content change moves mtime or ctime, a replacement the inode), the file's oid,
-each subdirectory's tree, and the directory's own tree. A directory whose keys and subtrees
-are all equal is its cached tree, without reading a byte; a file whose key changed is read
-and hashed again.
+inode: a content change moves mtime or ctime, a replacement the inode), the file's oid and
+permissions, each subdirectory's tree, and the directory's own tree and permissions. A
+directory whose keys, permissions and subtrees are all equal is its cached tree, without
+reading a byte; a file whose key changed is read and hashed again.
 
 *Racily clean* files (modified within :data:`RACY_NS` of the walk, where a later write could
 keep the same timestamp) are stored with a key that never matches, so the next snapshot reads
@@ -38,7 +38,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-VERSION = 3  # 2: 160-bit oids; 3: the directory's listing
+VERSION = 4  # 2: 160-bit oids; 3: the directory's listing; 4: permissions
 RACY_NS = 2_000_000_000  # files this close to the walk's start are read again next time
 RACY: tuple[int, ...] = (0, -1, 0, 0, 0)  # a key no file has
 
@@ -55,15 +55,17 @@ class DirState:
 
     tree: bytes
     keys: dict[str, Key]  # file or link name -> its lstat key (RACY: read it again)
-    entries: dict[str, tuple[str, bytes, int]]  # name -> (kind, oid, size), files and links
+    entries: dict[str, tuple[str, bytes, int, int]]  # name -> (kind, oid, size, mode), files
+    # and links
     subs: dict[str, bytes]  # subdirectory name -> its tree (kept-out ones: not here)
     files: int  # files kept below (this directory included)
     size: int  # their bytes
     listing: Listing | None = None  # None: list it again next time
+    mode: int = 0  # the directory's own permissions
 
     def dump(self) -> tuple[object, ...]:
         return (self.tree, self.keys, self.entries, self.subs, self.files, self.size,
-                self.listing)
+                self.listing, self.mode)
 
 
 @dataclass

@@ -7,8 +7,9 @@ through its inbox with a :class:`WorkspaceClient`:
 - the supervisor, after a user message is checkpointed: ``note("message")``, without waiting
   (the snapshot runs while the model thinks; requests are served in order, so it is taken
   before any tool of that turn runs);
-- the front end, through the supervisor's ``plan_files_rewind`` and ``rewind_files``: a
-  rewind of the files (planned, shown, then carried out: see :mod:`._rewind`);
+- the supervisor's rewind (:mod:`actors.runtime.rewind`): a rewind of the files (planned,
+  shown, then carried out: see :mod:`._rewind`), the record of its conversation half, and
+  a rewind of the files that was cut short (looked at, finished, or put back);
 - the tool executor, before a side-effecting call (``write_file``, ``edit_file``,
   ``run_bash``) runs: ``await snapshot("before", call_id)``, which answers when the files are
   kept; and after it, ``await snapshot("after", call_id)`` (done, failed, timed out; when the
@@ -23,17 +24,17 @@ in so short a gap is as likely as one during the walk itself, which no snapshot 
 either. Any other ``before`` (after the model thought, after an approval was asked, after a
 rewind) walks the tree.
 
-Opening the workspace (importing the snapshot engine, reading the stat cache), finishing a
-rewind that a crash cut short, and once a day the collection of what no session needs
-(:mod:`._housekeeping`) happen in the keeper's task after it has started,
-:data:`~actors.core.config.PROMPT_GRACE_SECONDS` later or at its first request if that comes
-sooner (which then waits for them), so the prompt never waits for them, nor shares the
-interpreter with them while it is drawn (the conversation half of an interrupted rewind of
-both is finished before, at the session's open, before its context is read:
-:func:`actors.runtime.rewind.finish_interrupted`).
+Opening the workspace (importing the snapshot engine, reading the stat cache) and once a
+day the collection of what no session needs (:mod:`._housekeeping`) happen in the keeper's
+task after it has started, :data:`~actors.core.config.PROMPT_GRACE_SECONDS` later or at its
+first request if that comes sooner (which then waits for them), so the prompt never waits
+for them, nor shares the interpreter with them while it is drawn (a rewind that a crash cut
+short is taken up before, at the session's open: :func:`actors.runtime.rewind.at_open`).
 Snapshots are a safety net, never a reason to stop a turn: when one cannot be taken (a full
 disk, an unreadable project), the front end is told once and the turn goes on; requests are
-then answered ``None``.
+then answered ``None``. When a snapshot makes the store pass its quota, the oldest snapshots
+of other sessions are dropped first (:func:`._housekeeping.make_room`); one that still does
+not fit is not kept, and the front end is told.
 
 Cancellation: each snapshot runs in a worker thread, so a mark is recorded whole or not at
 all; a caller that stops waiting (Ctrl-C) leaves it to finish. When the keeper itself is
@@ -48,10 +49,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 import anyio.abc
@@ -66,7 +67,7 @@ from actors.core.mailbox import answer, ask
 if TYPE_CHECKING:  # the engine is imported when the workspace is opened (the package's doc)
     from actors.store import SessionReader
     from actors.workspace._objects import ObjectStore
-    from actors.workspace._rewind import RewindPlan, Rewound
+    from actors.workspace._rewind import Finished, Interrupted, RewindPlan, Rewound
     from actors.workspace._snapshot import KeptOut, Limits
     from actors.workspace._tree import Change
     from actors.workspace._workspace import Workspace
@@ -75,17 +76,22 @@ SNAPSHOT_TOOLS = frozenset({"write_file", "edit_file", "run_bash"})
 CLEANUP_SECONDS = 10
 Kind = Literal["message", "before", "after"]
 SHOWN_PATHS = 6  # paths named in a notice of what a command changed
+ROOM_RETRY_SECONDS = 600.0
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
 class Taken:
-    """A snapshot the keeper took and recorded."""
+    """A snapshot the keeper took (and recorded, unless it did not fit the quota)."""
 
     root: bytes
     message: int  # the session's message number it belongs to
-    changes: tuple[Change, ...]  # since the call's "before" (after), or the last mark
+    changes: tuple[Change, ...]  # since the call's "before" (after), or the last mark; never
+    # what is below a directory either snapshot did not look in
     kept_out: tuple[KeptOut, ...]
     seconds: float
+    unscanned: tuple[str, ...] = ()  # directories it did not look in (caps)
+    unkept: str = ""  # why it was not kept (the quota), "" when it was
 
 
 @dataclass
@@ -117,6 +123,15 @@ class ApplyRewind:
 
 
 @dataclass
+class PendingRewind:
+    """The rewind of the project's files that was cut short: ``look`` at it (None: there is
+    none), ``finish`` it, or ``put_back`` what it wrote (see :mod:`._rewind`)."""
+
+    action: Literal["look", "finish", "put_back"]
+    reply: MemoryObjectSendStream[Any]
+
+
+@dataclass
 class ConversationRewound:
     """The conversation half of a rewind of both is done (recorded: see ``_rewind``)."""
 
@@ -135,7 +150,8 @@ class FilesReport:
     summary: bool = False
 
 
-Request = SnapshotRequest | PlanRewind | ApplyRewind | ConversationRewound | FilesReport
+Request = (SnapshotRequest | PlanRewind | ApplyRewind | PendingRewind | ConversationRewound
+           | FilesReport)
 
 
 class WorkspaceClient:
@@ -193,6 +209,24 @@ class WorkspaceClient:
             "workspace keeper")
         return done
 
+    async def interrupted(self) -> Interrupted | None:
+        """The rewind of the project's files that was cut short, if any."""
+        found: Interrupted | None = await ask(
+            self._inbox, lambda reply: PendingRewind("look", reply), "workspace keeper")
+        return found
+
+    async def finish_interrupted(self) -> Finished | None:
+        """Carry on with the rewind that was cut short (None: there is none)."""
+        done: Finished | None = await ask(
+            self._inbox, lambda reply: PendingRewind("finish", reply), "workspace keeper")
+        return done
+
+    async def put_back_interrupted(self) -> Rewound | None:
+        """Put back what the rewind that was cut short wrote (None: there is none)."""
+        done: Rewound | None = await ask(
+            self._inbox, lambda reply: PendingRewind("put_back", reply), "workspace keeper")
+        return done
+
     async def conversation_rewound(self, files: Rewound, fork_id: str) -> bool:
         """Record that the conversation half of a rewind of both is done too (False:
         snapshots are off, nothing to record)."""
@@ -230,6 +264,9 @@ class _State:
     warned: set[str] = field(default_factory=set)
     walked: tuple[float, float, bytes] | None = None  # the last walk of this run: when it
     # ended (time.monotonic()), what it took, its root (None: none, or a rewind came after)
+    project_bytes: int = 0  # what the project's last snapshot kept
+    roomless_at: float = -1e9  # when making room last failed (time.monotonic()): not tried
+    # again before ROOM_RETRY_SECONDS
 
 
 class WorkspaceKeeper:
@@ -247,11 +284,13 @@ class WorkspaceKeeper:
         enabled: bool = True,
         retention_days: float | None = None,
         objects: ObjectStore | None = None,
+        quota: int | None = None,
     ) -> None:
         """``retention_days``: how long snapshots are kept (None: the housekeeping's
         default). ``objects``: the object store already opened for this session (at its open, to
         finish an interrupted rewind first: :func:`actors.runtime.rewind.finish_interrupted`);
-        the keeper owns it from here and closes it."""
+        the keeper owns it from here and closes it. ``quota``: the bytes the snapshots'
+        store is kept under (None: the default, see :mod:`._housekeeping`)."""
         self._project = project
         self._memory_dir = memory_dir
         self._store = store
@@ -261,6 +300,7 @@ class WorkspaceKeeper:
         self._enabled = enabled
         self._retention_days = retention_days
         self._objects = objects
+        self._quota = quota
         self._state = _State()
 
     async def run(
@@ -296,12 +336,15 @@ class WorkspaceKeeper:
 
     async def _handle(self, request: Request) -> None:
         if isinstance(request, PlanRewind):
-            await answer(request.reply, await self._rewind(request.to, None))
+            await answer(request.reply, await self._blocking(self._plan_blocking, request.to))
         elif isinstance(request, ApplyRewind):
-            await answer(request.reply, await self._rewind(
-                0, request.plan, request.with_conversation))
+            await answer(request.reply, await self._blocking(
+                self._apply_blocking, request.plan, request.with_conversation))
         elif isinstance(request, ConversationRewound):
             await answer(request.reply, await self._conversation_done(request))
+        elif isinstance(request, PendingRewind):
+            await answer(request.reply, await self._blocking(self._pending_blocking,
+                                                             request.action))
         elif isinstance(request, FilesReport):
             await answer(request.reply, await self._report(request.diff, request.summary))
         else:
@@ -354,6 +397,19 @@ class WorkspaceKeeper:
             await self._warn(f"kept out {kept.path}",
                              f"Not kept in the workspace snapshots: {kept}; a rewind leaves "
                              "it as it is.")
+        if taken.unscanned:
+            shown = ", ".join(taken.unscanned[:SHOWN_PATHS]) + (
+                f" and {len(taken.unscanned) - SHOWN_PATHS} more"
+                if len(taken.unscanned) > SHOWN_PATHS else "")
+            await self._warn("unscanned", f"The workspace snapshots did not look in "
+                             f"{len(taken.unscanned)} director"
+                             f"{'y' if len(taken.unscanned) == 1 else 'ies'} ({shown}): the "
+                             "project passes the snapshots' cap on entries or depth (or they "
+                             "cannot be read). A rewind leaves them as they are; .gitignore "
+                             "keeps what need not be kept out of the count.")
+        if taken.unkept:
+            await self._warn("unkept", f"A workspace snapshot could not be kept: {taken.unkept}. "
+                             "The files of this point cannot be rewound.")
         if (request.kind == "after" and request.tool == "run_bash" and taken.changes
                 and request.reply is None):  # not waited for (interrupted): told from here
             described = describe_changes(taken.changes)  # empty when only directories changed
@@ -361,21 +417,14 @@ class WorkspaceKeeper:
                 await self._events.send(Notice(f"The command {described}."))
         return taken
 
-    @overload
-    async def _rewind(self, to: int, plan: None) -> RewindPlan | HarnessError: ...
-
-    @overload
-    async def _rewind(self, to: int, plan: RewindPlan,
-                      with_conversation: bool = False) -> Rewound | HarnessError: ...
-
-    async def _rewind(self, to: int, plan: RewindPlan | None,
-                      with_conversation: bool = False) -> RewindPlan | Rewound | HarnessError:
+    async def _blocking(self, work: Callable[..., _T], *args: object) -> _T | HarnessError:
+        """``work(*args)`` in a worker thread, on the open workspace (see :mod:`._rewind`);
+        an error is the answer."""
         if self._state.workspace is None:
             return UsageError("Workspace snapshots are off for this run; the files cannot "
                               "be rewound.")
         try:
-            return await anyio.to_thread.run_sync(self._rewind_blocking, to, plan,
-                                                  with_conversation)
+            return await anyio.to_thread.run_sync(work, *args)
         except HarnessError as exc:  # raised in the caller (RestoreFailed says what became
             return exc  # of the files)
         except Exception as exc:  # a bug: answered, the keeper goes on
@@ -424,12 +473,11 @@ class WorkspaceKeeper:
         state.workspace = workspace
         latest = objects.marks.latest(self._session_id)
         state.last_root = latest.root if latest is not None else None
-        recovered = workspace.recover(lambda entry: objects.marks.rewind_recorded(entry.id))
         if due(objects):  # once a day: deleted sessions' and expired snapshots go
             days = self._retention_days
             collect(objects, self._store.exists,
                     retention_days=DEFAULT_RETENTION_DAYS if days is None else days)
-        return str(recovered) if recovered is not None else None
+        return None
 
     def _message_number(self) -> int:
         return int(self._store.info(self._session_id).transcript_messages)
@@ -440,30 +488,65 @@ class WorkspaceKeeper:
         assert workspace is not None
         walked = state.walked
         kept_out: tuple[KeptOut, ...]
+        unscanned: tuple[str, ...] = ()
+        stored = False
         if (request.kind == "before" and walked is not None
                 and request.asked_at - walked[0] <= walked[1]):
             root, kept_out, seconds = walked[2], (), 0.0  # see the module doc
         else:
             snap = workspace.snapshot(stop=stop)
             root, kept_out, seconds = snap.root, snap.kept_out, snap.seconds
+            unscanned, stored = snap.unscanned, snap.new_objects > 0
             state.walked = (time.monotonic(), snap.seconds, snap.root)
+            state.project_bytes = snap.size
         since, number = state.last_root, request.message
         if request.kind == "after" and request.call_id in state.before:
             since, number = state.before.pop(request.call_id)
         if not number:  # "before": the batch's assistant message is the latest one saved
             number = self._message_number()
-        changes = tuple(workspace.diff(since, root)) if since != root else ()
-        workspace.objects.marks.add(
+        changes = tuple(c for c in workspace.diff(since, root) if not c.unobserved
+                        ) if since != root else ()
+        detail: dict[str, object] = {"tool": request.tool} if request.tool else {}
+        if request.kind == "message":  # a rewind goes back to it: only in its project
+            detail["project"] = workspace.project
+        mark = workspace.objects.marks.add(
             self._session_id, request.kind, number, root, call_id=request.call_id,
-            changes=changes if request.kind == "after" else (),
-            detail={"tool": request.tool} if request.tool else None,
+            changes=changes if request.kind == "after" else (), detail=detail or None,
         )
+        unkept = self._room(mark.seq) if stored else ""
         if request.kind == "before":
             state.before[request.call_id] = (root, number)
-        state.last_root = root
+        if not unkept:
+            state.last_root = root
         if request.kind == "message":  # ~10 ms at 10,000 files: once a turn, not per call
             workspace.save_cache()  # (a cache lost to a kill -9 costs one slower snapshot)
-        return Taken(root, number, changes, kept_out, seconds)
+        return Taken(root, number, changes, kept_out, seconds, unscanned, unkept)
+
+    def _room(self, seq: int) -> str:
+        """Keep the store under its quota after a snapshot that stored something (see
+        :func:`._housekeeping.make_room`); the reason the snapshot (its mark ``seq``) was not
+        kept, or "" when it was."""
+        from actors.workspace._housekeeping import make_room, quota_for, size
+
+        state = self._state
+        workspace = state.workspace
+        assert workspace is not None
+        objects = workspace.objects
+        quota = quota_for(self._quota, state.project_bytes)
+        if objects.stored_bytes() <= quota:
+            return ""
+        if time.monotonic() - state.roomless_at < ROOM_RETRY_SECONDS:
+            room = None
+        else:
+            room = make_room(objects, quota, self._session_id)
+            if room.fits:
+                return ""
+            state.roomless_at = time.monotonic()
+        objects.marks.forget([seq])
+        stored = objects.stored_bytes()
+        return (f"the workspace snapshots take {size(stored)}, over their quota of "
+                f"{size(quota)}, even with the oldest snapshots of other sessions dropped "
+                "(--snapshot-quota raises it)")
 
     async def _conversation_done(self, request: ConversationRewound) -> bool | HarnessError:
         workspace = self._state.workspace
@@ -478,20 +561,39 @@ class WorkspaceKeeper:
             return exc
         return True
 
-    def _rewind_blocking(self, to: int, plan: RewindPlan | None,
-                         with_conversation: bool = False) -> RewindPlan | Rewound:
-        from actors.workspace._rewind import apply_rewind, lineage, plan_rewind, plan_undo
+    def _plan_blocking(self, to: int) -> RewindPlan:
+        from actors.workspace._rewind import lineage, plan_rewind, plan_undo
 
         workspace = self._state.workspace
         assert workspace is not None
-        if plan is None:
-            ancestors = lineage(self._store.info, self._session_id)
-            if to:
-                return plan_rewind(workspace, self._session_id, to, ancestors)
-            return plan_undo(workspace, self._session_id, ancestors)
+        ancestors = lineage(self._store.info, self._session_id)
+        if to:
+            return plan_rewind(workspace, self._session_id, to, ancestors)
+        return plan_undo(workspace, self._session_id, ancestors)
+
+    def _apply_blocking(self, plan: RewindPlan, with_conversation: bool) -> Rewound:
+        from actors.workspace._rewind import apply_rewind
+
+        workspace = self._state.workspace
+        assert workspace is not None
         self._state.walked = None  # the files change under the last walk
         done = apply_rewind(workspace, plan, with_conversation=with_conversation)
         self._state.last_root = done.mark.root
+        workspace.save_cache()
+        return done
+
+    def _pending_blocking(self, action: str) -> Interrupted | Finished | Rewound | None:
+        from actors.workspace._rewind import finish, interrupted, put_back
+
+        workspace = self._state.workspace
+        assert workspace is not None
+        if action == "look":
+            return interrupted(workspace)
+        self._state.walked = None
+        done = (finish(workspace) if action == "finish"
+                else put_back(workspace, session_id=self._session_id))
+        latest = workspace.objects.marks.latest(self._session_id)
+        self._state.last_root = latest.root if latest is not None else None
         workspace.save_cache()
         return done
 

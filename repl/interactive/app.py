@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import textwrap
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -39,6 +40,7 @@ from actors.core.events import ApprovalRequest, Denied, Event, SessionOpened
 from repl import startup
 from repl.interactive.command_context import CommandContext, ExitRequested, SwitchSession
 from repl.interactive.greeting import greet
+from repl.interactive.live import cells, fit
 from repl.interactive.markdown import preload
 from repl.interactive.project_files import ProjectFiles
 from repl.interactive.prompt import MainPrompt
@@ -46,13 +48,17 @@ from repl.interactive.render import Renderer
 from repl.interactive.replay import replay_lines
 from repl.interactive.results import ResultLog
 from repl.interactive.sanitize import sanitize
-from repl.interactive.terminal import Capabilities
+from repl.interactive.terminal import Capabilities, size
 from repl.lazy_store import LazyStore
 from repl.signals import Held, RunSignals, run_signals
 
 if TYPE_CHECKING:
     from actors.runtime.supervisor import Supervisor
     from repl.interactive.keys import TurnKeys
+
+QUESTION_ROOM = 12  # columns left on a question's line to type the answer
+APPROVED_DIFF_LINES = 12  # of an edit the mode approved: the rest is counted
+MODELS_WAIT = 5.0  # seconds completion waits for the endpoint's list of models
 
 # What only a turn, a question or a command uses (approvals, attachments, diffs, the keys of
 # a turn, the commands, the pager) is imported there, not before the first prompt.
@@ -113,6 +119,11 @@ class Repl:
         self._draft = ""  # text typed during the last turn, for the next prompt
         self._preloading = False  # rich is imported in a thread when the first turn starts
         self.switch_to: str | None = None  # \resume chose another session
+        self.typed = False  # a message was sent in this session
+        self._models: list[str] | None = None  # the endpoint's, once asked
+        self._loop = asyncio.get_running_loop()
+        self.prompt.on_shift_tab = self._next_mode
+        self.prompt.completer.models = self._models_from_thread
         self._yes_no: PromptSession[str] | None = None  # made at the first question
 
     @property
@@ -152,6 +163,8 @@ class Repl:
         from repl.interactive.approvals import choices, covered, parse_answer, rule_for
         from repl.interactive.diff import change_lines
 
+        if request.approved:  # by the mode: shown, not asked
+            return await self._show_approved(request)
         rule = None if request.asks else covered(self.view.approvals, request.tool,
                                                  request.arguments)
         description = sanitize(request.description)
@@ -159,14 +172,17 @@ class Repl:
             print(self.caps.style("dim", f"  allowed: {description} (standing approval "
                                          f"'{sanitize(rule)}')"), flush=True)
             return True
+        width = max(size().columns, 20)
         lines = await anyio.to_thread.run_sync(
-            change_lines, request.tool, request.arguments, self._files.read, self.caps)
+            partial(change_lines, request.tool, request.arguments, self._files.read,
+                    self.caps, width=width - 4))
         for line in lines:
             print("    " + line)
         offered = None if request.asks else rule_for(request.tool, request.arguments)
-        hint, keys = choices(offered)
-        print(self.caps.style("dim", "  " + sanitize(hint)), flush=True)
-        text = await self._ask(f"Allow {description}? {keys} ")
+        hints, keys = choices(offered)
+        for hint in hints:
+            print(self.caps.style("dim", _wrapped(sanitize(hint), width, "  ", "     ")))
+        text = await self._ask(self._question(description, keys, width, shown=bool(lines)))
         if text is None:
             return False
         answer = parse_answer(text, always_offered=offered is not None)
@@ -177,6 +193,33 @@ class Repl:
         if answer.reason:
             return Denied(answer.reason)
         return answer.allowed
+
+    async def _show_approved(self, request: ApprovalRequest) -> bool:
+        """An edit the mode approved (acceptEdits): its diff, collapsed after
+        :data:`APPROVED_DIFF_LINES` lines, before it runs; never a question."""
+        from repl.interactive.diff import change_lines
+
+        lines = await anyio.to_thread.run_sync(partial(
+            change_lines, request.tool, request.arguments, self._files.read, self.caps,
+            width=max(size().columns, 20) - 4, max_lines=APPROVED_DIFF_LINES))
+        for line in lines:
+            print("    " + line)
+        mode = self.view.mode or self.settings.mode.value
+        print(self.caps.style("dim", f"  (approved by {mode}; \\mode changes it)"),
+              flush=True)
+        return True
+
+    def _question(self, description: str, keys: str, width: int, *, shown: bool) -> str:
+        """``Allow DESCRIPTION? [y/N]`` on one line of the terminal, with room to type the
+        answer: a description too long for it is cut (when nothing above showed the call
+        whole, it is printed first, wrapped at words)."""
+        question = f"Allow {description}? {keys} "
+        room = width - QUESTION_ROOM
+        if cells(question) <= room:
+            return question
+        if not shown:
+            print(_wrapped(description, width, "    ", "    "), flush=True)
+        return f"Allow {fit(description, room - cells(f'Allow ? {keys} '))}? {keys} "
 
     # -- the supervisor -------------------------------------------------------------------
 
@@ -206,7 +249,7 @@ class Repl:
             from actors.runtime.supervisor import Supervisor
 
             async with Supervisor.open(self.settings, store, events=self._events,
-                                       new_id=session_id) as sup:
+                                       new_id=session_id, interactive=True) as sup:
                 self.sup = sup
                 self._opened.set()
                 startup.resume()  # the start is over (repl/startup.py)
@@ -250,7 +293,7 @@ class Repl:
             rules = ", ".join(sanitize(r) for r in opened.saved_approvals)
             more.append(f"Standing approvals of the last run are off ({rules}); "
                         "\\approvals keep turns them back on.")
-        greet(self.settings, session_id, more)
+        greet(self.settings, session_id, more, model=opened.model, mode=opened.mode)
 
     async def drain(self) -> None:
         """Wait until every event sent so far was shown."""
@@ -273,7 +316,7 @@ class Repl:
         drawn before (then the supervisor may open at once)."""
         if first is not None:  # harness PROMPT: the first message, sent at once
             startup.resume()
-            print(f"You: {first}", flush=True)
+            print(f"You: {sanitize(first)}", flush=True)
             await self.turn(first)
         if reading is not None:
             self._may_open.set()  # its prompt is on the screen
@@ -311,7 +354,7 @@ class Repl:
     async def command(self, text: str) -> None:
         """Run a backslash command; Ctrl-C stops waiting for it (a compaction then goes on
         in the background)."""
-        from repl.interactive.commands import run_command
+        from repl.interactive.commands import command_name, run_command
         from repl.interactive.pager import show_long
 
         reply = None
@@ -324,7 +367,14 @@ class Repl:
         except SwitchSession as switch:
             self.switch_to = switch.session_id
             self._leaving = True
+            if switch.said:
+                await self.drain()
+                print(sanitize(switch.said), flush=True)
             return
+        except Exception as exc:  # a command's bug: one line, and the REPL goes on
+            from repl.interactive.command_context import Reply
+
+            reply = Reply(f"{command_name(text)} failed: {_one_line_of(exc)}", error=True)
         finally:
             self._command = None
         if reply is not None and reply.prefill:  # \rewind gives your message back
@@ -342,14 +392,59 @@ class Repl:
             self._commands = CommandContext(await self._supervisor(), self._lazy_store.reader(),
                                             self.view, self._results,
                                             lambda: self.renderer.last_reasoning,
-                                            project_root=str(self.settings.sandbox_dir))
+                                            project_root=str(self.settings.sandbox_dir),
+                                            models=partial(self._endpoint_models, again=True),
+                                            endpoint=self.settings.base_url,
+                                            settings=self.settings)
         return self._commands
+
+    # -- mode and model -------------------------------------------------------------------
+
+    async def _endpoint_models(self, again: bool = False) -> list[str]:
+        """The models the endpoint lists, asked once (``again``: asked again) and kept."""
+        if self._models is None or again:
+            self._models = await (await self._supervisor()).models()
+        return self._models
+
+    def _models_from_thread(self) -> list[str]:
+        """The endpoint's models for completion, which runs in a thread of its own: asked
+        on the REPL's loop the first time, at most :data:`MODELS_WAIT` seconds."""
+        if self._models is not None:
+            return self._models
+        asked = asyncio.run_coroutine_threadsafe(self._endpoint_models(), self._loop)
+        try:
+            return asked.result(MODELS_WAIT)
+        except Exception:  # slow, or the session is gone: nothing to complete this time
+            asked.cancel()
+            return []
+
+    async def _next_mode(self) -> None:
+        """Shift-Tab: default, acceptEdits (and dangerouslySkipPermissions when the run was
+        started in it), in turn; said above the prompt (and in the toolbar)."""
+        from actors.core.config import Mode
+
+        cycle = [Mode.DEFAULT, Mode.ACCEPT_EDITS]
+        if self.settings.mode is Mode.SKIP_PERMISSIONS:
+            cycle.append(Mode.SKIP_PERMISSIONS)
+        current = self.view.mode or self.settings.mode.value
+        values = [m.value for m in cycle]
+        after = cycle[(values.index(current) + 1) % len(cycle)] if current in values \
+            else cycle[0]
+        try:
+            await (await self._supervisor()).set_mode(after)
+        except HarnessError as exc:
+            print(f"Mode not changed: {sanitize(str(exc))}", flush=True)
+            return
+        self.view.mode = after.value  # (before its event is shown: a quick second press)
+        print(self.caps.style("dim", f"Mode: {after.value} (Shift-Tab: the next one)"),
+              flush=True)
 
     async def turn(self, text: str) -> None:
         """One message: ``@path`` attached, the turn run with the status line and the keys
         read; what was typed meanwhile goes to the next prompt."""
         from repl.interactive.keys import TurnKeys
 
+        self.typed = True
         sup = await self._supervisor()
         sent, shown = text, None
         if "@" in text:
@@ -388,6 +483,19 @@ class Repl:
             print(sanitize(result.text), flush=True)
 
 
+def _wrapped(text: str, width: int, first: str, rest: str) -> str:
+    """``text`` wrapped at words to ``width`` columns, its lines indented."""
+    return "\n".join(textwrap.wrap(text, max(width - 1, 20), initial_indent=first,
+                                    subsequent_indent=rest, break_on_hyphens=False)) or first
+
+
+def _one_line_of(exc: BaseException) -> str:
+    """An unexpected error as one line (the first of a group's)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}".split("\n", 1)[0]
+
+
 async def _run_session(
     settings: Settings,
     lazy_store: LazyStore,
@@ -396,15 +504,17 @@ async def _run_session(
     continue_latest: bool,
     first: str | None,
     new: FirstPrompt | None,
-) -> tuple[str | None, str | None]:
-    """One session in the REPL: (its id, the session ``\\resume`` chose to go on with)."""
+) -> tuple[str | None, str | None, bool]:
+    """One session in the REPL: (its id, the session ``\\resume`` chose to go on with,
+    whether a message was sent)."""
     send, receive = anyio.create_memory_object_stream[Event | _Barrier](1000)
     if resume is None and not continue_latest:
         return await _run_new_session(settings, lazy_store, signals, send, receive, first, new)
     from actors.runtime.supervisor import Supervisor
 
     async with Supervisor.open(
-        settings, lazy_store.writable(), events=send, resume=resume, continue_latest=continue_latest
+        settings, lazy_store.writable(), events=send, resume=resume,
+        continue_latest=continue_latest, interactive=True,
     ) as sup:
         repl = Repl(sup, settings, lazy_store, send)
         signals.on_interrupt = repl.interrupt
@@ -414,7 +524,7 @@ async def _run_session(
             session_id = repl.view.session_id
             await repl.loop(first)
             tg.cancel_scope.cancel()
-    return session_id, repl.switch_to
+    return session_id, repl.switch_to, repl.typed
 
 
 async def _run_new_session(
@@ -425,7 +535,7 @@ async def _run_new_session(
     receive: MemoryObjectReceiveStream[Event | _Barrier],
     first: str | None,
     new: FirstPrompt | None,
-) -> tuple[str | None, str | None]:
+) -> tuple[str | None, str | None, bool]:
     """A new session: greeted and prompted for at once (``new``: that was done before),
     its store and supervisor opened meanwhile (:meth:`Repl.open_new`); a failure to open
     ends the run with its error."""
@@ -453,7 +563,7 @@ async def _run_new_session(
             repl.leave()
     if repl.open_failed is not None:
         raise repl.open_failed
-    return session_id, repl.switch_to
+    return session_id, repl.switch_to, repl.typed
 
 
 async def main(
@@ -475,23 +585,27 @@ async def main(
         with signals.scope:  # SIGTERM, SIGHUP, SIGQUIT, SIGUSR1: leave; the shutdown saves
             while True:
                 session_id: str | None = None
+                typed = False
                 try:
-                    session_id, switch = await _run_session(
+                    session_id, switch, typed = await _run_session(
                         settings, lazy_store, signals, resume, continue_latest, first, new)
                 finally:
                     if session_id is not None:
-                        await _say_saved(lazy_store, session_id)
+                        await _say_saved(lazy_store, session_id, typed)
                 if switch is None:
                     break
                 resume, continue_latest, first, new = switch, False, None, None
     return 0
 
 
-async def _say_saved(lazy_store: LazyStore, session_id: str) -> None:
+async def _say_saved(lazy_store: LazyStore, session_id: str, typed: bool) -> None:
     store = lazy_store.opened  # none: the session never began (nothing was typed)
     kept = store is not None and await anyio.to_thread.run_sync(store.exists, session_id)
     with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
         if kept:
             print(f"Saved session {session_id}.", flush=True)
+        elif typed:
+            print(f"Nothing was answered, so session {session_id} was not kept (Up recalls "
+                  "what you typed).", flush=True)
         else:
             print("Nothing was typed; no session was kept.", flush=True)

@@ -78,13 +78,22 @@ class Answer:
     reason: str = ""
 
 
-def choices(rule: str | None) -> tuple[str, str]:
-    """(the hint line above the question, the answers in brackets)."""
+def covers(rule: str) -> str:
+    """What a rule approves, in words: ``commands starting "git status"``, ``edit_file on
+    any file``, ``every memory_note call``."""
+    if rule.startswith(BASH_PREFIX):
+        return f'commands starting "{rule[len(BASH_PREFIX):]}"'
+    if rule in ("write_file", "edit_file"):
+        return f"{rule} on any file"
+    return f"every {rule} call"
+
+
+def choices(rule: str | None) -> tuple[list[str], str]:
+    """(the hint lines above the question, the answers in brackets)."""
+    hint = "y: yes · n: no · or type what to do instead"
     if rule is None:
-        return "y: yes · n: no · or type what to do instead", "[y/N]"
-    what = rule[len(BASH_PREFIX):] + "…" if rule.startswith(BASH_PREFIX) else rule
-    return f"y: yes · n: no · a: always for {what} this session · or type what to do instead", \
-        "[y/N/a]"
+        return [hint], "[y/N]"
+    return [hint, f"a: yes, and don't ask again this session for {covers(rule)}"], "[y/N/a]"
 
 
 def parse_answer(text: str, *, always_offered: bool) -> Answer:

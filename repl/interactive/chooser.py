@@ -30,6 +30,9 @@ from prompt_toolkit.layout.dimension import Dimension
 from prompt_toolkit.layout.processors import BeforeInput
 from prompt_toolkit.styles import Style
 
+from repl.interactive.live import fit
+from repl.interactive.sanitize import sanitize
+
 FILTER_DELAY = 0.12  # seconds of no typing before the rows are looked up again
 LIST_ROWS = 10
 PREVIEW_ROWS = 9
@@ -81,6 +84,7 @@ class Chooser:
     _previews: dict[str, list[str]] = field(default_factory=dict)
     _generation: int = 0
     _asking: _Ask | None = None
+    _loaded: list[Row] | None = None  # the first rows, once looked up
 
     def __post_init__(self) -> None:
         self.filter = Buffer(multiline=False, on_text_changed=lambda _: self._changed())
@@ -133,7 +137,8 @@ class Chooser:
         top = max(0, min(self.selected - LIST_ROWS // 2, len(self.rows) - LIST_ROWS))
         shown: StyleAndTextTuples = [("class:header", ("  " + self.header)[:width] + "\n")]
         for i in range(top, min(len(self.rows), top + LIST_ROWS)):
-            text = (("▶ " if i == self.selected else "  ") + self.rows[i].text)[:width]
+            text = fit(("▶ " if i == self.selected else "  ") + sanitize(self.rows[i].text),
+                       width)
             shown.append(("class:selected" if i == self.selected else "", text + "\n"))
         return shown
 
@@ -147,7 +152,8 @@ class Chooser:
             lines = ["  …"]
         width = self._width()
         shown: StyleAndTextTuples = [("class:dim", "  " + "─" * max(0, min(width, 80) - 4) + "\n")]
-        shown += [("", ("  " + line)[:width] + "\n") for line in lines[:PREVIEW_ROWS - 1]]
+        shown += [("", fit("  " + sanitize(line), width) + "\n")
+                  for line in lines[:PREVIEW_ROWS - 1]]
         return shown
 
     def _footer_text(self) -> StyleAndTextTuples:
@@ -156,7 +162,7 @@ class Chooser:
         keys.append("Esc cancel")
         text: StyleAndTextTuples = []
         if self.status:
-            text.append(("class:status", "  " + self.status + "\n"))
+            text.append(("class:status", "  " + sanitize(self.status) + "\n"))
         text.append(("class:dim", "  " + " · ".join(keys)))
         return text
 
@@ -218,7 +224,12 @@ class Chooser:
             await anyio.sleep(delay)
         if generation != self._generation:
             return  # typed again meanwhile
-        header, rows = await anyio.to_thread.run_sync(self.load, query)
+        try:
+            header, rows = await anyio.to_thread.run_sync(self.load, query)
+        except Exception as exc:  # a store that failed: said in the status line, rows kept
+            if generation == self._generation:
+                self.say(f"Cannot look that up: {exc}")
+            return
         if generation == self._generation:
             keep = self.current.key if self.current else None
             self.set_rows(header, rows, keep)
@@ -282,15 +293,21 @@ class Chooser:
 
     # -- running ----------------------------------------------------------------------------
 
-    def _first_rows(self) -> None:
-        self.header, self.rows = self.load("")
+    def first_rows(self) -> list[Row]:
+        """Look up the rows shown first (what nothing typed gives): a caller may say there
+        is nothing to choose instead of showing an empty list. :meth:`run` and
+        :meth:`run_async` show these rows when they were looked up already."""
+        if self._loaded is None:
+            self.header, self.rows = self.load("")
+            self._loaded = list(self.rows)
+        return self._loaded
 
     async def run_async(self) -> Any:
         """Show the chooser in a running event loop (the REPL's); the result or None."""
-        await anyio.to_thread.run_sync(self._first_rows)
+        await anyio.to_thread.run_sync(self.first_rows)
         return await self.app.run_async()
 
     def run(self) -> Any:
         """Show the chooser (no event loop running); the result or None."""
-        self._first_rows()
+        self.first_rows()
         return self.app.run()

@@ -7,7 +7,7 @@ Kept apart from the commands themselves so that the commands living in modules o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -16,6 +16,7 @@ from repl.interactive.results import ResultLog
 from repl.interactive.view import SessionView
 
 if TYPE_CHECKING:  # a new session's first prompt is drawn before the runtime is imported
+    from actors.core.config import Settings
     from actors.runtime.supervisor import Supervisor
 
 
@@ -24,11 +25,14 @@ class ExitRequested(Exception):
 
 
 class SwitchSession(Exception):
-    """``\\resume`` chose another session: leave this one (saved) and open that one."""
+    """``\\resume`` chose another session (or ``\\rewind undo`` went back to the fork
+    holding the conversation as it was): leave this one (saved) and open that one, saying
+    ``said`` first."""
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, said: str = "") -> None:
         super().__init__(session_id)
         self.session_id = session_id
+        self.said = said
 
 
 @dataclass
@@ -37,6 +41,10 @@ class Reply:
     error: bool = False
     paged: bool = False  # long text: shown through the pager
     prefill: str = ""  # text to put in the next prompt (\\rewind gives your message back)
+
+
+async def _no_models() -> list[str]:
+    return []
 
 
 @dataclass
@@ -50,3 +58,6 @@ class CommandContext:
     results: ResultLog = field(default_factory=ResultLog)
     reasoning: Callable[[], str] = lambda: ""  # the model's last reasoning
     project_root: str = ""  # this run's project (listings are scoped to it)
+    models: Callable[[], Awaitable[list[str]]] = _no_models  # the endpoint's (kept once asked)
+    endpoint: str = ""  # the base URL, for what \\model says
+    settings: Settings | None = None  # this run's (\\doctor checks its endpoint)

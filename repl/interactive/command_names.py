@@ -24,7 +24,18 @@ COMMANDS: dict[str, str] = {
     "\\result": "show the last tool result whole, paged (or \\result N)",
     "\\thinking": "show the model's last reasoning whole",
     "\\approvals": "standing approvals; \\approvals keep (the last run's), \\approvals clear",
+    "\\mode": "the permission mode: \\mode default|acceptEdits|dangerouslySkipPermissions "
+               "(Shift-Tab cycles); saved with the session",
+    "\\model": "the model: \\model NAME switches (Tab completes the server's models); "
+                "saved with the session",
     "\\files": "the files each tool call changed (\\files diff: with the diffs)",
+    "\\doctor": "check the model endpoint: reachable, the model, tool calls, its context",
     "\\exit": "leave (also Ctrl-D)",
 }
 TAKES_SESSION_ID = ("\\info", "\\fork", "\\resume")
+MODES = {  # actors.core.config.Mode's values, and what each means
+    "default": "edits and commands are asked about",
+    "acceptEdits": "edits inside the project are made without asking (each diff is shown); "
+                   "commands are asked about",
+    "dangerouslySkipPermissions": "nothing is asked",
+}

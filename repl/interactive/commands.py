@@ -14,18 +14,19 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from actors.core.errors import HarnessError
+from actors.core.previews import clean_title
 from repl import listing
 from repl.interactive.command_context import CommandContext, ExitRequested, Reply
-from repl.interactive.command_names import COMMANDS
+from repl.interactive.command_names import COMMANDS, MODES
 from repl.interactive.sanitize import sanitize
 from repl.session_commands import INFO_RECENT, describe
 
 KEYS = """\
 Every \\command also works as /command. @path attaches a file (or a directory's file list).
 Keys: Enter sends · Alt-Enter or Esc Enter: new line · Up/Down: history · Ctrl-R: search
-history · Tab: complete · Esc or Ctrl-C: abort the running turn (text typed meanwhile waits
-in the next prompt) · Ctrl-C at the prompt: clear the line (twice on an empty line: exit) ·
-Ctrl-D: exit"""
+history · Tab: complete · Shift-Tab: next mode · Esc or Ctrl-C: abort the running turn (text
+typed meanwhile waits in the next prompt) · Ctrl-C at the prompt: clear the line (twice on
+an empty line: exit) · Ctrl-D: exit"""
 
 
 def help_text() -> str:
@@ -64,7 +65,7 @@ async def _title(ctx: CommandContext, argument: str) -> Reply:
     if not argument:
         return Reply("Usage: \\title TEXT", error=True)
     await ctx.sup.set_title(argument)
-    return Reply(f"Title set: {argument}")
+    return Reply(f"Title set: {clean_title(argument)}")
 
 
 async def _compact(ctx: CommandContext, _: str) -> Reply:
@@ -84,7 +85,9 @@ async def _fork(ctx: CommandContext, argument: str) -> Reply:
         new_id = await ctx.sup.fork_session(argument)
     else:
         new_id = await ctx.sup.fork()
-    return Reply(f"Fork created: {new_id} (resume it separately)")
+    source = argument or ctx.view.session_id
+    return Reply(f"Forked {source} into {new_id} (a whole copy); \\resume {new_id} goes there, "
+                 "you stay here.")
 
 
 async def _pin(ctx: CommandContext, argument: str) -> Reply:
@@ -142,11 +145,62 @@ async def _approvals(ctx: CommandContext, argument: str) -> Reply:
     return Reply("\n".join(lines))
 
 
+def mode_named(text: str) -> str | None:
+    """The mode ``text`` names (any letter case), or None."""
+    return next((m for m in MODES if m.lower() == text.strip().lower()), None)
+
+
+async def _mode(ctx: CommandContext, argument: str) -> Reply:
+    from actors.core.config import Mode
+
+    if not argument:
+        current = ctx.view.mode
+        return Reply(f"Mode: {current}: {MODES.get(current, '')}. \\mode "
+                     f"{'|'.join(MODES)} changes it; Shift-Tab cycles.")
+    mode = mode_named(argument)
+    if mode is None:
+        return Reply(f"Unknown mode {sanitize(argument)!r}; the modes: "
+                     f"{', '.join(MODES)}.", error=True)
+    await ctx.sup.set_mode(Mode(mode))
+    return Reply(f"Mode: {mode}: {MODES[mode]} (saved with this session).")
+
+
+def _listed(name: str, models: list[str]) -> bool:
+    """Whether the endpoint lists ``name`` (ollama lists ``gemma4:latest`` for ``gemma4``)."""
+    return name in models or (":" not in name and f"{name}:latest" in models)
+
+
+async def _model(ctx: CommandContext, argument: str) -> Reply:
+    models = await ctx.models()
+    there = (f" Models there: {', '.join(models)}." if models
+             else " The endpoint lists no models.")
+    if not argument:
+        return Reply(f"Model: {ctx.view.model} at {ctx.endpoint}.{there} \\model NAME "
+                     "switches (Tab completes).")
+    if len(argument.split()) > 1:
+        return Reply("Usage: \\model NAME", error=True)
+    if models and not _listed(argument, models):
+        return Reply(f"Model {argument!r} is not among the endpoint's models "
+                     f"({', '.join(models)}); not switched.", error=True)
+    await ctx.sup.set_model(argument)
+    return Reply(f"Model: {argument} from the next message on (saved with this session).")
+
+
 async def _files(ctx: CommandContext, argument: str) -> Reply:
     if argument not in ("", "diff"):
         return Reply("Usage: \\files [diff]", error=True)
     lines = await ctx.sup.files_changed(with_diff=argument == "diff")
     return Reply("\n".join(lines), paged=argument == "diff")
+
+
+async def _doctor(ctx: CommandContext, _: str) -> Reply:
+    from repl.doctor_endpoint import endpoint_report
+
+    if ctx.settings is None:  # pragma: no cover - the REPL always gives its settings
+        return Reply("No settings to check the endpoint with.", error=True)
+    lines = await endpoint_report(ctx.settings)
+    lines.append("The store's checks: harness --doctor, with no session running.")
+    return Reply("\n".join(lines), error=any(" PROBLEM " in line for line in lines))
 
 
 async def _help(ctx: CommandContext, _: str) -> Reply:
@@ -183,7 +237,10 @@ HANDLERS: dict[str, Callable[[CommandContext, str], Awaitable[Reply]]] = {
     "\\result": _result,
     "\\thinking": _thinking,
     "\\approvals": _approvals,
+    "\\mode": _mode,
+    "\\model": _model,
     "\\files": _files,
+    "\\doctor": _doctor,
     "\\exit": _exit,
 }
 

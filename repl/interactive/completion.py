@@ -10,23 +10,25 @@ from typing import Any
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
-from repl.interactive.command_names import COMMANDS, TAKES_SESSION_ID
+from repl.interactive.command_names import COMMANDS, MODES, TAKES_SESSION_ID
 
 MAX_PATHS = 200
 
 
 class HarnessCompleter(Completer):
     """Completes ``\\command`` and ``/command``, the session id after ``\\info``/``\\fork``,
-    and ``@path``.
+    the mode after ``\\mode``, the model after ``\\model``, and ``@path``.
 
     ``sessions`` returns the listed sessions (a cheap indexed query) when asked; ``sandbox`` is
-    the directory whose files complete after ``@``.
+    the directory whose files complete after ``@``; ``models`` returns the models the
+    endpoint lists (asked once, then kept; completion runs in a thread of its own).
     """
 
-    def __init__(self, sessions: Callable[[], Sequence[Mapping[str, Any]]], sandbox: Path
-                 ) -> None:
+    def __init__(self, sessions: Callable[[], Sequence[Mapping[str, Any]]], sandbox: Path,
+                 models: Callable[[], list[str]] = list) -> None:
         self._sessions = sessions
         self._sandbox = sandbox
+        self.models = models
 
     def get_completions(
         self, document: Document, complete_event: CompleteEvent
@@ -42,6 +44,12 @@ class HarnessCompleter(Completer):
         command, _, argument = text.partition(" ")
         if command.startswith("/"):
             command = "\\" + command[1:]
+        if command in ("\\mode", "\\model") and " " not in argument:
+            names = MODES if command == "\\mode" else self.models()
+            for name in names:
+                if name.lower().startswith(argument.lower()):
+                    yield Completion(name, -len(argument))
+            return
         if command in TAKES_SESSION_ID and " " not in argument:
             for item in self._sessions():
                 if item["id"].startswith(argument):

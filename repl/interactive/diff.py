@@ -10,6 +10,7 @@ by the tools' rules (:mod:`repl.interactive.project_files`), at most :data:`READ
 from __future__ import annotations
 
 import difflib
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -39,13 +40,22 @@ def _current(read: Reader, path: str) -> tuple[str | None, str]:
         return "", f"'{path}' is not UTF-8 text; the diff is not shown."
 
 
-def change_lines(tool: str, args: dict[str, Any], read: Reader, caps: Capabilities
-                 ) -> list[str]:
-    """What the approval of this call would do, as lines to show (without newlines)."""
+def change_lines(tool: str, args: dict[str, Any], read: Reader, caps: Capabilities, *,
+                 width: int | None = None, max_lines: int = MAX_LINES) -> list[str]:
+    """What the approval of this call would do, as lines to show (without newlines); a
+    command's lines are wrapped at words to ``width`` columns (a wrapped part indented
+    further than the command's own next line); a diff longer than ``max_lines`` ends with
+    how many lines more it has."""
     if tool == "run_bash":
         command = sanitize(str(args.get("command", "")))
-        return [caps.style("bold", "$ ") + line if i == 0 else "  " + line
-                for i, line in enumerate(command.split("\n"))]
+        out = []
+        for i, line in enumerate(command.split("\n")):
+            parts = textwrap.wrap(line, max(width - 2, 20), subsequent_indent="    ",
+                                  break_on_hyphens=False) if width else [line]
+            for j, part in enumerate(parts or [""]):
+                lead = (caps.style("bold", "$ ") if i == 0 else "  ") if j == 0 else "  "
+                out.append(lead + part)
+        return out
     if tool not in ("write_file", "edit_file") or not isinstance(args.get("path"), str):
         return []
     path = args["path"]
@@ -71,9 +81,9 @@ def change_lines(tool: str, args: dict[str, Any], read: Reader, caps: Capabiliti
         fromfile="/dev/null" if before is None else f"a/{path}", tofile=f"b/{path}",
         lineterm="", n=3,
     ))
-    shown = [_colour(sanitize(line), caps) for line in lines[:MAX_LINES]]
-    if len(lines) > MAX_LINES:
-        shown.append(caps.style("dim", f"… +{len(lines) - MAX_LINES} more lines"))
+    shown = [_colour(sanitize(line), caps) for line in lines[:max_lines]]
+    if len(lines) > max_lines:
+        shown.append(caps.style("dim", f"… +{len(lines) - max_lines} more lines"))
     if not lines:
         shown = ["(no change)"]
     return ([sanitize(header)] if header else []) + shown

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from actors.core.errors import HarnessError
+from actors.core.errors import HarnessError, UsageError
+from actors.core.previews import clean_title
 from actors.store import ListedSession, SessionReader, Store
 from repl import listing
 from repl.exchanges import exchange_lines
@@ -106,16 +107,17 @@ class SessionPicker:
         await chooser.reload()
 
     async def _rename(self, chooser: Chooser, row: Row) -> None:
-        async def done(title: str) -> None:
-            if not title.strip():
+        async def done(typed: str) -> None:
+            title = clean_title(typed)
+            if not title:
                 chooser.say("Not renamed: the title is empty.")
                 return
             try:
-                await self.edits.rename(row.key, title.strip())
+                await self.edits.rename(row.key, title)
             except HarnessError as exc:
                 chooser.say(str(exc))
                 return
-            chooser.say(f"Renamed {row.key}: {title.strip()}")
+            chooser.say(f"Renamed {row.key}: {title}")
             chooser.forget_preview(row.key)
             await chooser.reload()
 
@@ -138,7 +140,20 @@ class SessionPicker:
         return self._picked(await self.chooser.run_async())
 
 
+def nothing_to_resume(project_root: str | None, *, other: bool = False) -> str:
+    """What is said instead of an empty picker."""
+    what = "other saved session" if other else "saved session"
+    if project_root is None:
+        return f"No {what} to resume (archived ones are not offered)."
+    return (f"No {what} of this project to resume ({listing.project_name(project_root)}; "
+            "--all: every project's; archived ones are not offered).")
+
+
 def pick(store: Store, project_root: str | None) -> Picked | None:
     """Show the picker (no event loop running: before the REPL starts, so its edits go
-    through ``store``, opened for writing by the command line)."""
-    return SessionPicker(store.reader, StoreEdits(store), project_root).run()
+    through ``store``, opened for writing by the command line). With nothing to pick, a
+    :class:`UsageError` says so instead (as ``--continue`` does)."""
+    picker = SessionPicker(store.reader, StoreEdits(store), project_root)
+    if not picker.chooser.first_rows():
+        raise UsageError(nothing_to_resume(project_root))
+    return picker.run()

@@ -3,10 +3,11 @@
 - History in ``<memory-dir>/history`` (0600, made by :func:`create_history_file` before the
   event loop starts), shared across sessions; Up/Down, Ctrl-R.
 - Enter sends; Alt-Enter (or Esc then Enter) inserts a new line.
-- Tab completes backslash (and slash) commands, session ids (with titles) and ``@`` paths
-  (:mod:`repl.interactive.completion`).
+- Tab completes backslash (and slash) commands, session ids (with titles), modes, the
+  endpoint's models and ``@`` paths (:mod:`repl.interactive.completion`); Shift-Tab
+  changes the permission mode (the REPL's :attr:`MainPrompt.on_shift_tab`).
 - Ctrl-C clears the line and arms exit (the toolbar says so); a second Ctrl-C on an empty
-  line exits, like Ctrl-D; typing disarms.
+  line exits, like Ctrl-D; typing disarms. In a history search (Ctrl-R) it ends the search.
 - The bottom toolbar shows the session, mode, context gauge, ``compacting…`` and cost, from
   the :class:`~repl.interactive.view.SessionView` the REPL keeps up to date.
 - What is printed while the prompt is shown (a notice) is written above it
@@ -22,11 +23,12 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.filters import has_completions, is_searching
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -35,7 +37,9 @@ from prompt_toolkit.patch_stdout import StdoutProxy
 from actors.core.config import Settings
 from actors.core.errors import HarnessError
 from repl.interactive.completion import HarnessCompleter
+from repl.interactive.live import cells, fit
 from repl.interactive.sanitize import sanitize
+from repl.interactive.terminal import size
 from repl.interactive.view import SessionView
 
 if TYPE_CHECKING:
@@ -84,6 +88,20 @@ def _listed(lazy_store: LazyStore) -> list[ListedSession]:
         return []
 
 
+def toolbar_text(view: SessionView, mode: str, columns: int) -> str:
+    """The bottom toolbar: the session's title (or id), the mode, the context gauge,
+    ``compacting…`` and the cost. The title gets what the rest leaves of the line: a long
+    one never pushes the gauge off it."""
+    title = " ".join(sanitize(view.title).split())  # the model may have written it
+    rest = [mode, view.context_line()]
+    if view.compacting:
+        rest.append("compacting…")
+    rest.append(f"${view.cost_usd:.4f}")
+    room = columns - cells(" │ ".join(["", *rest])) - 3
+    name = fit(title or view.session_id, max(room, 8))
+    return " " + " │ ".join([name, *rest]) + " "
+
+
 class MainPrompt:
     """The prompt of one session in the REPL, and the :attr:`view` its toolbar shows."""
 
@@ -91,9 +109,12 @@ class MainPrompt:
         self.view = SessionView(budget=settings.max_context_tokens)
         self._mode = settings.mode.value
         self.exit_armed = False  # Ctrl-C on an empty line exits now (the toolbar says so)
+        # Set by the REPL once it runs: the next mode (Shift-Tab), the endpoint's models.
+        self.on_shift_tab: Callable[[], Coroutine[Any, Any, None]] | None = None
+        self.completer = HarnessCompleter(lambda: _listed(lazy_store), settings.sandbox_dir)
         self.session: PromptSession[str] = PromptSession(
             history=FileHistory(str(settings.memory_dir / HISTORY_FILE)),
-            completer=HarnessCompleter(lambda: _listed(lazy_store), settings.sandbox_dir),
+            completer=self.completer,
             complete_in_thread=True,  # session ids come from the database
             multiline=True,
             key_bindings=self._bindings(),
@@ -158,7 +179,14 @@ class MainPrompt:
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.insert_text("\n")
 
-        @bindings.add("c-c")
+        @bindings.add("s-tab", filter=~has_completions)  # (in a menu: the one before)
+        def _next_mode(event: KeyPressEvent) -> None:
+            if self.on_shift_tab is not None:
+                event.app.create_background_task(self.on_shift_tab())
+
+        # In a history search (Ctrl-R) Ctrl-C is prompt_toolkit's: it ends the search and
+        # gives back the line as it was before it.
+        @bindings.add("c-c", filter=~is_searching)
         def _interrupt(event: KeyPressEvent) -> None:
             buffer = event.current_buffer
             if not buffer.text and self.exit_armed:
@@ -174,9 +202,5 @@ class MainPrompt:
         view = self.view
         if self.exit_armed:
             return FormattedText([("", " Press Ctrl-C again (or Ctrl-D) to exit ")])
-        title = " ".join(sanitize(view.title).split())  # the model may have written it
-        parts = [title or view.session_id, self._mode, view.context_line()]
-        if view.compacting:
-            parts.append("compacting…")
-        parts.append(f"${view.cost_usd:.4f}")
-        return FormattedText([("", " " + " │ ".join(parts) + " ")])
+        return FormattedText([("", toolbar_text(view, view.mode or self._mode,
+                                                 size().columns))])

@@ -31,6 +31,7 @@ from actors.core.events import (
     Notice,
     ReasoningDelta,
     ReasoningRevealed,
+    SettingsChanged,
     StreamRestarted,
     TextDelta,
     ToolCallFinished,
@@ -325,12 +326,14 @@ class Renderer:
                 answer = await self._approve(event)
             finally:
                 self._live = live
+                if self._status is not None and self._status.tool_started is not None:
+                    self._status.running(self._status.doing.removeprefix("running "))
             async with event.reply:
                 with contextlib.suppress(anyio.BrokenResourceError):  # the turn was aborted
                     await event.reply.send(answer)
             if live is not None:
                 self._redraw()
-        elif isinstance(event, CompactionState | ContextGauge):
+        elif isinstance(event, CompactionState | ContextGauge | SettingsChanged):
             self._refresh()
         if self._dirty and self._live is not None \
                 and time.monotonic() - self._drawn_at >= REDRAW_EVERY:

@@ -9,8 +9,11 @@ id is shown (``harness -r ID`` resumes it); the transcript keeps every message.
 With workspace snapshots, choosing a message then asks what to rewind: the conversation and
 the files, the conversation only, or the files only, with the diffstat of what the files
 would do in view (edits made by hand since the session last saw them flagged).
-``\\rewind N files|both|conversation`` does it without asking; ``\\rewind undo`` puts the
-files back as they were before the last rewind of files.
+``\\rewind N files|both|conversation`` does it without asking; ``\\rewind undo`` undoes
+the last rewind: the files back as they were before it, and, when it took the conversation
+too, the conversation (the REPL goes on in the fork that holds it as it was). A rewind of the
+files that was cut short is finished by ``\\rewind finish`` or put back by ``\\rewind
+undo``; ``\\rewind`` asks what to do with one whose files changed since.
 
 ``\\resume`` opens the resume picker (``\\resume ID``: that session, any unique prefix);
 the REPL then leaves this session (saved) and opens the other.
@@ -25,7 +28,7 @@ from actors.store import UserMessage
 from repl.interactive import rewind_files as files_ui
 from repl.interactive.chooser import Chooser, Row
 from repl.interactive.command_context import CommandContext, Reply, SwitchSession
-from repl.interactive.picker import SessionPicker
+from repl.interactive.picker import SessionPicker, nothing_to_resume
 from repl.session_edits import RunEdits
 
 PREVIEW_CHARS = 900
@@ -56,6 +59,13 @@ async def rewind(ctx: CommandContext, argument: str) -> Reply:
     words = argument.lower().split()
     if words == ["undo"]:
         return await files_ui.undo(ctx)
+    if words == ["finish"]:
+        return await files_ui.take_up(ctx, "finish")
+    found = await files_ui.interrupted(ctx)
+    if found is not None and found.pending.recorded and found.changed:
+        answered = await files_ui.ask_interrupted(ctx, found)
+        if answered is not None:
+            return answered
     what = words.pop() if words and words[-1] in files_ui.WHAT else None
     if len(words) > 1 or (words and not words[0].lstrip("#").isdigit()):
         return Reply(files_ui.USAGE, error=True)
@@ -83,7 +93,7 @@ async def rewind(ctx: CommandContext, argument: str) -> Reply:
     outcome = await ctx.sup.rewind(RewindRequest(before=number, conversation=conversation,
                                                  files=files, files_plan=plan))
     said = files_ui.files_said(outcome.files_restored, number)
-    if not conversation:
+    if outcome.messages is None:
         return Reply(said.strip())
     typed = next((p.text for p in points if p.number == number), "")
     note = ""
@@ -103,8 +113,11 @@ async def resume(ctx: CommandContext, argument: str) -> Reply:
         if target == ctx.view.session_id:
             return Reply("That is this session.")
         raise SwitchSession(target)
-    picked = await SessionPicker(ctx.store, RunEdits(ctx.sup), ctx.project_root or None,
-                                 current=ctx.view.session_id).run_async()
+    picker = SessionPicker(ctx.store, RunEdits(ctx.sup), ctx.project_root or None,
+                           current=ctx.view.session_id)
+    if not await anyio.to_thread.run_sync(picker.chooser.first_rows):
+        return Reply(nothing_to_resume(ctx.project_root or None, other=True))
+    picked = await picker.run_async()
     if picked is None:
         return Reply("Staying in this session.")
     raise SwitchSession(picked.session_id)

@@ -29,6 +29,8 @@ class SessionView:
     todos: str = "No to-dos."
     approvals: tuple[str, ...] = ()  # standing approvals in force
     saved_approvals: tuple[str, ...] = ()  # the last run's, not in force
+    mode: str = ""  # the permission mode in force ("": the run's, before the first event)
+    model: str = ""  # the model asked
 
     def apply(self, event: Event) -> None:
         from actors.core import events  # after the first prompt (the module docstring)
@@ -36,6 +38,9 @@ class SessionView:
         if isinstance(event, events.SessionOpened):
             self.session_id, self.title = event.session_id, event.title
             self.approvals, self.saved_approvals = (), event.saved_approvals
+            self.mode, self.model = event.mode, event.model
+        elif isinstance(event, events.SettingsChanged):
+            self.mode, self.model = event.mode, event.model
         elif isinstance(event, events.ContextGauge):
             self.tokens, self.budget, self.cost_usd = event.tokens, event.budget, event.cost_usd
         elif isinstance(event, events.CompactionState):

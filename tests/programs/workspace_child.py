@@ -1,23 +1,37 @@
 """A process for workspace crash tests, killed with SIGKILL by the test at a known point.
 
-Usage: python -m tests.programs.workspace_child MODE PROJECT MEMORY_DIR [TARGET_HEX [WRITES]]
+Usage: python -m tests.programs.workspace_child MODE PROJECT MEMORY_DIR [ARGS]
 
 ``snapshot``: takes snapshots of PROJECT forever, printing ``snap HEX`` after each; the
 test changes files meanwhile and kills it at any moment.
-``restore``: restores TARGET_HEX; after the journal is written and WRITES files (default 5)
-have been written, prints ``halfway`` and sleeps until killed (a restore cut short).
-``recover-done`` / ``recover-undone``: runs recovery, saying the rewind was (or was not)
-recorded, and prints what recovery said (``none`` when there was nothing to recover).
+``rewind SESSION TO [FSIZE]``: rewinds SESSION's files to its message TO through the whole
+protocol (``actors.workspace.apply_rewind``); with FSIZE, no file may grow past FSIZE bytes
+(``RLIMIT_FSIZE``, SIGXFSZ ignored: a write fails with EFBIG, as on a full disk). The test
+stops it at a crash point (``AGENT_HARNESS_TEST_PAUSE_AT``) and kills it. Prints ``done N``
+(paths changed) or ``failed ROLLED_BACK: MESSAGE``.
+``look``: prints the interrupted rewind as JSON (``null``: none).
+``finish`` / ``put-back``: takes the interrupted rewind up (``--finish``, ``--undo``) and
+prints what it said (``none``: nothing was pending).
 """
 
 from __future__ import annotations
 
+import json
+import resource
+import signal
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
-from actors.workspace import Workspace, open_objects
+from actors.core.errors import RestoreFailed
+from actors.workspace import (
+    Workspace,
+    apply_rewind,
+    finish,
+    interrupted,
+    open_objects,
+    plan_rewind,
+    put_back,
+)
 
 
 def main() -> None:
@@ -28,29 +42,31 @@ def main() -> None:
             snap = workspace.snapshot()
             workspace.save_cache()
             print("snap", snap.root.hex(), flush=True)
-    elif mode == "restore":
-        target = bytes.fromhex(sys.argv[4])
-        pause_after = int(sys.argv[5]) if len(sys.argv) > 5 else 5
-        written = 0
-        put_file = workspace.sandbox.put_file
-
-        def slow_put_file(path: str, data: bytes, *, executable: bool) -> Any:
-            nonlocal written
-            result = put_file(path, data, executable=executable)
-            written += 1
-            if written == pause_after:
-                print("halfway", flush=True)
-                time.sleep(3600)
-            return result
-
-        workspace.sandbox.put_file = slow_put_file  # type: ignore[method-assign]
-        plan = workspace.plan_restore(target)
-        entry, _plan = workspace.begin_restore(plan)
-        workspace.finish_restore(entry)
-        print("done", flush=True)
+    elif mode == "rewind":
+        plan = plan_rewind(workspace, sys.argv[4], int(sys.argv[5]))
+        if len(sys.argv) > 6:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            limit = int(sys.argv[6])
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        try:
+            done = apply_rewind(workspace, plan)
+        except RestoreFailed as exc:
+            print(f"failed {exc.rolled_back}: {exc}", flush=True)
+        else:
+            print(f"done {done.changed}", flush=True)
+    elif mode == "look":
+        found = interrupted(workspace)
+        print(json.dumps(None if found is None else {
+            "recorded": found.pending.recorded, "changed": found.changed,
+            "todo": [c.path for c in found.pending.standing.todo],
+            "done": [c.path for c in found.pending.standing.done],
+        }), flush=True)
+    elif mode == "finish":
+        finished = finish(workspace)
+        print("none" if finished is None else str(finished), flush=True)
     else:
-        recovered = workspace.recover(lambda entry: mode == "recover-done")
-        print("none" if recovered is None else str(recovered), flush=True)
+        back = put_back(workspace)
+        print("none" if back is None else f"put back {back.changed}", flush=True)
     workspace.close()
 
 
