@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from actors.store._factory import is_sqlite_url, open_store
-from actors.store._hostile import context_problem, decode_checked
+from actors.store._hostile import check_values, context_problem, decode_record
 from actors.store._parts import Conn
 from actors.store._portability import export_session, import_paths
 from actors.store._reads import SessionReader
@@ -84,8 +84,9 @@ __all__ = [
     "SqliteStore",
     "Store",
     "UserMessage",
+    "check_values",
     "context_problem",
-    "decode_checked",
+    "decode_record",
     "export_session",
     "import_paths",
     "is_sqlite_url",

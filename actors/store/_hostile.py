@@ -366,12 +366,3 @@ def context_problem(context: Sequence[Any], *, crashed: bool) -> str | None:
     if not problems or (crashed and only_open_at_crash(context)):
         return None
     return unsendable(problems)
-
-
-def decode_checked(text: str, source: str) -> Any:
-    """The JSON value of ``text`` from outside (a file, a peer on a pipe), decoded within
-    bounds and every value checked (:func:`decode_record`, :func:`check_values`); else
-    :class:`InvalidRecord` naming ``source`` and the field."""
-    value = decode_record(text, source)
-    check_values(value, source)
-    return value

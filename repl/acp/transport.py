@@ -7,7 +7,7 @@ a library's warning) can put a byte on the protocol's stdout or take one from it
 
 :class:`StdioTransport` is the SDK's message-level transport (``acp._transport.Transport``:
 ``send``, ``receive``, ``close``) over them. Everything that comes in is hostile until
-checked, with the rules of an imported record (``actors.store.decode_checked``: bounded integers,
+checked, with the rules of an imported record (``actors.store._hostile``: bounded integers,
 finite numbers, at most 100 levels, valid Unicode) and the shape of a JSON-RPC 2.0 message;
 what fails is answered with a JSON-RPC error (``-32700`` parse error, ``-32600`` invalid
 request, with the request's id when it had a valid one, else null) and the next line is
@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from actors.core.errors import InvalidRecord
-from actors.store import decode_checked
+from actors.store import check_values, decode_record
 
 log = logging.getLogger("harness.acp")
 
@@ -251,7 +251,8 @@ class StdioTransport:
             try:
                 if line is _OVERLONG:
                     raise InvalidRecord(f"message: longer than {LINE_LIMIT} bytes")
-                message = decode_checked(line.decode("utf-8", "surrogateescape"), "message")
+                message = decode_record(line.decode("utf-8", "surrogateescape"), "message")
+                check_values(message, "message")
                 problem, answer_to = _problem(message)
             except InvalidRecord as exc:  # answered as a request when it looks like one
                 problem = str(exc)
