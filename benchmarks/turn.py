@@ -450,7 +450,7 @@ async def drain(receive: MemoryObjectReceiveStream[Event], counts: Drain) -> Non
 async def session(
     settings: Settings, store: SessionStore, counts: Drain
 ) -> AsyncIterator[TimedSupervisor]:
-    """Open a timed supervisor with an event consumer (like ``tests.runtime.running``)."""
+    """Open a timed supervisor with an event consumer (like ``tests.support.runtime.running``)."""
     send, receive = anyio.create_memory_object_stream[Event](1000)
     async with anyio.create_task_group() as tg:
         tg.start_soon(drain, receive, counts)

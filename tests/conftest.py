@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from tests.stores import BACKENDS, Stores, stores_for
-from tests.tool_context import ToolSession, tool_session
+from tests.support.stores import BACKENDS, Stores, stores_for
+from tests.support.tool_context import ToolSession, tool_session
 
 
 class _SlowMarkerAudit:
     """Keeps ``-m "not slow"`` honest: a test that starts a Python program (``python -m``: the
-    harness, a helper under tests/programs, the scripted server) or a pty without the
+    harness, a helper under tests/support/programs, the scripted server) or a pty without the
     ``slow`` marker fails at that moment, through an audit hook (nothing is patched). A
     tool's own short-lived workers (bash, the grep child) do not count."""
 
@@ -98,7 +98,7 @@ def sandbox(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture(params=BACKENDS)
 def stores(request: pytest.FixtureRequest) -> Iterator[Stores]:
     """The stores of the backend under test (every store test runs on SQLite and PostgreSQL);
-    PostgreSQL is skipped unless AGENT_HARNESS_TEST_PG names a server (see tests/stores.py)."""
+    PostgreSQL is skipped unless AGENT_HARNESS_TEST_PG names a server (tests/support/stores.py)."""
     with stores_for(str(request.param)) as opened:
         yield opened
 
@@ -121,7 +121,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolSession]:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A small project for the REPL's pty tests (a module may define its own instead)."""
-    from tests.test_repl import make_project
+    from tests.support.terminal import make_project
 
     return make_project(tmp_path)
 
@@ -129,7 +129,7 @@ def project(tmp_path: Path) -> Path:
 @pytest.fixture
 def terminals() -> Iterator[Any]:
     """The REPL's pseudo-terminals a test opened, closed (their processes ended) at its end."""
-    from tests.test_repl import open_terminals
+    from tests.support.terminal import open_terminals
 
     with open_terminals() as opened:
         yield opened

@@ -1,14 +1,14 @@
 """The crash-torture machinery: SIGKILL ``harness -p`` at random moments of a long tool
 conversation and check after every kill that nothing was lost.
 
-``benchmarks/torture.py`` is its command line (figures for a long run); ``tests/test_torture.py``
-runs it small on every CI run and tests its checks. A scripted OpenAI-compatible server
-(:mod:`actors.testing.scripted_server`, real HTTP on loopback) plays :class:`TaskModel`: a model
-that works through an endless task, each request answered (streamed with a small random delay
-between chunks) by one to three tool calls (``run_bash`` commands that append a unique token to
-``ledger.txt`` in the project directory, sometimes a ``write_file``), and every
-:data:`TEXT_EVERY`-th request by a plain answer that ends the turn. Summary requests of the
-compactor get a short summary.
+``benchmarks/torture.py`` is its command line (figures for a long run);
+``tests/e2e/test_torture.py`` runs it small on every CI run and tests its checks. A scripted
+OpenAI-compatible server (:mod:`actors.testing.scripted_server`, real HTTP on loopback) plays
+:class:`TaskModel`: a model that works through an endless task, each request answered (streamed
+with a small random delay between chunks) by one to three tool calls (``run_bash`` commands that
+append a unique token to ``ledger.txt`` in the project directory, sometimes a ``write_file``),
+and every :data:`TEXT_EVERY`-th request by a plain answer that ends the turn. Summary requests
+of the compactor get a short summary.
 
 :func:`run_torture` starts ``python -m repl -p "continue the task (run I)" --resume ID`` (the
 first run without ``--resume``) as a real subprocess, lets it run for a random (seeded) moment

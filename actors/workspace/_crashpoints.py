@@ -4,9 +4,9 @@ A test that must kill the harness at a known moment (half-way through a rewind's
 between its files and its conversation, ...) starts it with ``AGENT_HARNESS_TEST_PAUSE_AT=NAME``
 (or ``NAME#N``: the N-th time that point is reached). When the process reaches that point it
 writes ``at point NAME`` on stderr and blocks for good; the test then sends SIGKILL to the real
-process and checks what the next command finds. ``NAME#N~`` blocks only until a signal has
-been handled (the main thread: ``signal.pause``), then goes on: a test's SIGINT or SIGTERM lands
-there. Without the variable a point costs one environment look-up.
+process and checks what the next command finds. ``NAME#N~`` blocks only until a SIGINT or
+SIGTERM comes (the main thread), has it handled, then goes on: a test's signal lands there.
+Without the variable a point costs one environment look-up.
 
 The points: ``snapshot`` (a snapshot's objects are stored, nothing names them yet); the steps
 of a rewind of the files (see :mod:`._rewind`): ``rewind-journaled`` (its undo point taken
@@ -41,9 +41,18 @@ def reached(name: str) -> None:
     until_signal = nth.endswith("~")
     if count != int(nth.rstrip("~") or 1):
         return
-    os.write(2, f"at point {name}\n".encode())
     if until_signal:
-        signal.pause()  # returns once a handler has run
+        # Blocked from before the line until it is taken: a signal that came between the
+        # line and a pause would be handled before the pause, which would then wait for good.
+        stopping = {signal.SIGINT, signal.SIGTERM}
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, stopping)
+        try:
+            os.write(2, f"at point {name}\n".encode())
+            came = signal.sigwaitinfo(stopping)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        signal.raise_signal(came.si_signo)  # its handler runs now
         return
+    os.write(2, f"at point {name}\n".encode())
     while True:  # until the test's SIGKILL
         time.sleep(3600)

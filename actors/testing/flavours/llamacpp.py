@@ -33,7 +33,7 @@
   ``tools param requires --jinja flag``. A prompt over ``n_ctx`` is refused before any
   stream: 400 ``exceed_context_size_error`` with ``n_prompt_tokens`` and ``n_ctx``. Any model
   name is accepted (one model per server). Checked against the real server at 0c1e57098
-  (tests/test_llamacpp_real.py).
+  (tests/e2e/test_llamacpp_real.py).
 """
 
 from __future__ import annotations
