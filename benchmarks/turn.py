@@ -31,9 +31,8 @@ directories are removed at the end. Progress goes to stderr; the tables (or the 
    ``_run_tools`` (wrapped on the instance, whatever their parameters) and the store's
    SQLite work; the store's durable writes (commits) are counted. A checkpoint made while
    a request goes out (the user's message, a batch of reads) is its own column: its time
-   is inside the model client's. So is the journal's application by the checkpoint writer
-   after it answered (off the turn's path, but on the same two cores). Medians over a window of
-   turns around each session length; compaction off.
+   is inside the model client's. Medians over a window of turns around each session length;
+   compaction off.
 2. **A long session with and without compaction.** ``--turns`` user turns (each: one
    ``read_file`` of ~1.5 KB, then a ~300-character answer), once with a context budget so
    large nothing compacts and once with the defaults (``max_context_tokens=24_000``,
@@ -319,8 +318,7 @@ class ServerProcess:
 
 class TimedStore(SessionStore):
     """The SQLite store, timing its write work (it runs in the checkpoint writer's thread)
-    and counting its durable writes (``seconds["writes"]``: one commit each; an append's
-    journal row, not the transaction that applies it, whose time is ``seconds["apply"]``)."""
+    and counting its durable writes (``seconds["writes"]``: one commit each)."""
 
     def __init__(self, memory_dir: Path) -> None:
         super().__init__(memory_dir)
@@ -355,13 +353,6 @@ class TimedStore(SessionStore):
         self.replacements += 1
         super().replace_context(*args, **kwargs)
 
-    def apply_journal(self) -> bool:
-        start = time.perf_counter()
-        try:
-            return super().apply_journal()
-        finally:
-            self.seconds["apply"] += time.perf_counter() - start
-
 
 def time_into(owner: Any, name: str, phases: dict[str, float], key: str,
               count: str | None = None) -> None:
@@ -391,7 +382,7 @@ class TimedSupervisor(Supervisor):
 
     Its methods are wrapped on the instance (:func:`time_into`), not overridden: the
     checkpoints (``_checkpoint``, and ``_record_results``: the batch's results checkpoint,
-    recovery's settle_batch), the model request (``_ask_model``) and the tool batch
+    the batch settled and saved), the model request (``_ask_model``) and the tool batch
     (``_run_tools``, less the results checkpoint it ends with). A checkpoint made while a
     request goes out (inside ``_ask_model``: the user's message, a batch of reads) is
     counted apart, as ``overlapped``: its time is inside the model's.
@@ -529,14 +520,13 @@ class OverheadRow:
     sdk_ms: float  # bare openai client: round trip minus server time (both requests)
     json_dumps_ms: float  # json.dumps of both request bodies
     checkpoint_ms: float  # checkpoints on the turn's path (lock, writer hop, store)
-    store_ms: float  # SQLite work of every checkpoint in the writer thread (journal rows)
+    store_ms: float  # SQLite work of every checkpoint in the writer thread
     tools_ms: float  # the executor round trip, mark_started included
     other_ms: float  # overhead minus the three above
     request_kb: float  # the turn's larger request body
     writes: float = 0.0  # durable writes (commits) of messages and records per turn
     overhead_off_ms: float = 0.0  # the same, in the session with the workspace snapshots off
     overlapped_ms: float = 0.0  # checkpoints made while a request went out (in model's time)
-    apply_ms: float = 0.0  # the journal's rows applied by the writer, after it answered
 
 
 async def run_turns(
@@ -690,7 +680,6 @@ async def overhead_row(
         per["store"].append(sample.store.get("checkpoint", 0.0))
         per["writes"].append(sample.store.get("writes", 0.0))
         per["overlapped"].append(sample.phases.get("overlapped", 0.0))
-        per["apply"].append(sample.store.get("apply", 0.0))
         per["tools"].append(tools)
         per["other"].append(overhead - model - checkpoint - tools)
         sizes.append(max(t.body_bytes for t in timings))
@@ -721,7 +710,6 @@ async def overhead_row(
         request_kb=round(median(sizes) / 1024, 1),
         writes=median(per["writes"]),
         overlapped_ms=ms(median(per["overlapped"])),
-        apply_ms=ms(median(per["apply"])),
     )
 
 
@@ -887,17 +875,15 @@ def render(overhead: list[OverheadRow], runs: list[LongRun], cfg: Config,
         "",
         "| messages | turn | server | **overhead** | snapshots off | baseline: bare HTTP "
         "| bare SDK | model client | checkpoints on the path | overlapped with a request "
-        "| SQLite (all commits) | commits | applied after | tool | other | json.dumps "
-        "| request |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        "---:|",
+        "| SQLite (all commits) | commits | tool | other | json.dumps | request |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in overhead:
         lines.append(
             f"| ~{r.target_messages} ({r.messages}) | {r.turn_ms:.1f} | {r.server_ms:.1f} "
             f"| **{r.overhead_ms:.1f}** | {r.overhead_off_ms:.1f} | {r.http_ms:.1f} "
             f"| {r.sdk_ms:.1f} | {r.model_client_ms:.1f} | {r.checkpoint_ms:.1f} "
-            f"| {r.overlapped_ms:.1f} | {r.store_ms:.1f} | {r.writes:g} | {r.apply_ms:.1f} "
+            f"| {r.overlapped_ms:.1f} | {r.store_ms:.1f} | {r.writes:g} "
             f"| {r.tools_ms:.1f} | {r.other_ms:.1f} | {r.json_dumps_ms:.2f} "
             f"| {r.request_kb:.0f} KB |"
         )

@@ -360,11 +360,15 @@ def open_store(settings: Settings) -> Store:
     from actors.store import open_store as open_backend
 
     store = open_backend(settings.memory_dir, settings.store_url)
-    if store.import_warnings:
+    said = [f"harness: {warning}" for warning in store.import_warnings]
+    if store.read_only:
+        said.append(f"harness: the session store is read-only ({store.location}): sessions "
+                    "can be listed, searched, shown and exported, not changed.")
+    if said:
         from repl.interactive.sanitize import safe_for
 
-        for warning in store.import_warnings:
-            print(safe_for(sys.stderr, f"harness: {warning}"), file=sys.stderr)
+        for line in said:
+            print(safe_for(sys.stderr, line), file=sys.stderr)
     return store
 
 
@@ -614,7 +618,7 @@ def _main(argv: Sequence[str] | None) -> int:
         lazy_store = LazyStore(partial(open_store, settings))
         try:
             if not _store_after_the_prompt(args, settings):
-                store = lazy_store.get()  # before anything runs: its failure is said first
+                store = lazy_store.writable()  # before anything runs: its failure is said first
                 resolve_ids(args, store)
                 if any(getattr(args, c) not in (None, False) for c in _SESSION_COMMANDS):
                     startup.resume()  # the command's own work is not the start's

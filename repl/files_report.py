@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from actors.core.config import Settings
 from actors.core.errors import HarnessError, StorageError
@@ -69,8 +69,8 @@ def export_with_files(store: Store, session_id: str, *, memory_dir: Path, fmt: s
         for line in call_lines(calls)[1:] or ["none recorded."]:
             out.write(line + "\n")
     else:
-        record["files_changed"] = [c.as_json() for c in calls]
-        out.write(json_text(record, indent=2) + "\n")
+        out.write(json_text({**record, "files_changed": [c.as_json() for c in calls]},
+                            indent=2) + "\n")
     return 0
 
 
@@ -84,10 +84,10 @@ def search_path(store: Store, path: str, *, memory_dir: Path, as_json: bool,
         found = objects.marks.sessions_changing(path)
     finally:
         objects.close()
-    sessions = []
-    for item in store.list_sessions(include_archived=True):
-        if item["id"] in found:
-            sessions.append({**item, "calls_changing_path": found[item["id"]]})
+    sessions: list[dict[str, Any]] = []
+    for listed in store.list_sessions(include_archived=True):
+        if listed["id"] in found:
+            sessions.append({**listed, "calls_changing_path": found[listed["id"]]})
     if as_json:
         out.write(json_text(sessions, indent=2) + "\n")
     elif not sessions:

@@ -10,7 +10,7 @@ fork) and a one-line preview of the latest thing typed (or the summary written s
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -77,11 +77,11 @@ def project_name(root: str, home: str | None = None) -> str:
     return root
 
 
-def status_of(item: dict[str, Any]) -> str:
+def status_of(item: Mapping[str, Any]) -> str:
     return str(item.get("status", "")) + (", archived" if item.get("archived") else "")
 
 
-def preview_of(item: dict[str, Any]) -> str:
+def preview_of(item: Mapping[str, Any]) -> str:
     """What a row shows after the title: a search's snippet, else the preview, else the
     summary; never the harness's own wrappers."""
     for key in ("snippet", "preview", "summary"):
@@ -94,7 +94,7 @@ def preview_of(item: dict[str, Any]) -> str:
     return ""
 
 
-def lineage(item: dict[str, Any]) -> str:
+def lineage(item: Mapping[str, Any]) -> str:
     """``fork of ID at message N`` (or ``fork of ID``), "" for a session that is no fork."""
     parent = item.get("parent_id")
     if not parent:
@@ -103,7 +103,7 @@ def lineage(item: dict[str, Any]) -> str:
     return f"fork of {parent}" + (f" at message {at}" if at else "")
 
 
-def fork_mark(item: dict[str, Any]) -> str:
+def fork_mark(item: Mapping[str, Any]) -> str:
     """``↳ fork of ID at N`` (or ``↳ fork of ID``, a whole copy), "" for no fork: what marks
     a fork in every list, before its title (which is its parent's at first)."""
     parent = item.get("parent_id")
@@ -120,7 +120,7 @@ def _cut(text: str, width: int) -> str:
 
 
 def table(
-    items: Sequence[dict[str, Any]],
+    items: Sequence[Mapping[str, Any]],
     *,
     with_project: bool = False,
     width: int | None = None,

@@ -96,12 +96,12 @@ def run_agent(args: argparse.Namespace, settings: Settings, lazy_store: LazyStor
         from repl.acp.serve import run_acp
 
         startup.resume()
-        return run_acp(settings, lazy_store.get())
+        return run_acp(settings, lazy_store.writable())
     if args.compact_id:
         import anyio
 
         startup.resume()
-        return anyio.run(partial(compact_session, settings, lazy_store.get(), args.compact_id),
+        return anyio.run(partial(compact_session, settings, lazy_store.writable(), args.compact_id),
                          backend=_backend())
     prompt = _prompt_from(args)
     if prompt is None and output_format != "text":
@@ -109,7 +109,7 @@ def run_agent(args: argparse.Namespace, settings: Settings, lazy_store: LazyStor
     resume = args.resume
     if resume == PICK:
         startup.resume()  # the picker waits for the user
-        resume = _picked(args, settings, lazy_store.get())
+        resume = _picked(args, settings, lazy_store.writable())
         if resume is None:
             print("No session chosen.", flush=True)
             return 0
@@ -120,7 +120,7 @@ def run_agent(args: argparse.Namespace, settings: Settings, lazy_store: LazyStor
 
         startup.resume()
         return anyio.run(
-            partial(run_print_mode, settings, lazy_store.get(), prompt, resume=resume,
+            partial(run_print_mode, settings, lazy_store.writable(), prompt, resume=resume,
                     continue_latest=args.continue_, output_format=output_format),
             backend=_backend(),
         )

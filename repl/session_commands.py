@@ -21,13 +21,12 @@ from actors.core.previews import clean_title, one_line
 from actors.store import (
     SessionInfo,
     Store,
+    context_problem,
     export_session,
     is_sqlite_url,
     open_store,
     to_markdown,
 )
-from actors.store._hostile import call_id_problems, only_open_at_crash
-from actors.store._hostile import unsendable as describe_unsendable
 from repl import listing
 from repl.exchanges import exchange_lines
 from repl.interactive.sanitize import json_text
@@ -263,7 +262,7 @@ def export(
 ) -> int:
     out = out or sys.stdout
     if fmt == "atif":
-        from actors.store._atif import to_atif
+        from actors.store import to_atif
 
         out.write(json_text(to_atif(store, session_id), indent=2) + "\n")
         return 0
@@ -379,9 +378,9 @@ def doctor_shared(memory_dir: Path, url: str, *, repair: bool, out: TextIO | Non
             if item["id"] in running:
                 continue
             context = store.load_context(item["id"], repaired=False)
-            problems = call_id_problems(context)
-            if problems and not (item["id"] in unclean and only_open_at_crash(context)):
-                unsendable.append(f"  {item['id']}: {describe_unsendable(problems)}")
+            problem = context_problem(context, crashed=item["id"] in unclean)
+            if problem is not None:
+                unsendable.append(f"  {item['id']}: {problem}")
         lines = [
             f"Store:        {store.location}",
             "Connection:   ok (schema up to date)",

@@ -17,21 +17,10 @@ REPO = Path(__file__).resolve().parents[1]
 KNOWN_PRIVATE_IMPORTS = {
     # the executor keeps the tools' process groups (ProcessGroup)
     ("actors.runtime.tool_executor", "actors.tools._base"),
-    # the workspace's tables use the session store's connection type, and on PostgreSQL its
-    # connection and database
-    ("actors.workspace._database", "actors.store._parts"),
-    ("actors.workspace._marks", "actors.store._parts"),
-    ("actors.workspace._objects", "actors.store._parts"),
-    ("actors.workspace._workspace", "actors.store.postgres._conn"),
-    ("actors.workspace._workspace", "actors.store.postgres._database"),
     # the workspace reaches the project's files through the file tools' Sandbox
     ("actors.workspace._restore", "actors.tools._sandbox"),
     ("actors.workspace._snapshot", "actors.tools._sandbox"),
     ("actors.workspace._workspace", "actors.tools._sandbox"),
-    # the front ends check records with the import's rules, and export ATIF
-    ("repl.acp.transport", "actors.store._hostile"),
-    ("repl.session_commands", "actors.store._atif"),
-    ("repl.session_commands", "actors.store._hostile"),
 }
 
 

@@ -1,19 +1,19 @@
 """The checkpoint writer: the only writer of the running session.
 
-Every write of the session (checkpoints, write-ahead records, context replacement, metadata)
-goes through this actor's inbox and runs, in arrival order, in a worker thread. Blocking store
-calls never run on the event loop, and two writes of one session never interleave.
+Every write of the session (checkpoints, write-ahead records, context replacement, metadata,
+forks and rewinds; and, from the REPL, the other sessions it forks, renames or archives) goes
+through this actor's inbox as a typed request (:mod:`actors.runtime.write_requests`) and
+runs, in arrival order, in a worker thread. Blocking store calls never run on the event
+loop, and two writes never interleave. The writable store is this actor's alone: everyone
+else reads through its read-only face (:class:`~actors.store.SessionReader`).
 
 Cancellation: a write that has started always finishes (the worker thread is not abandoned),
 so a checkpoint is never half-applied by an abort; the caller may stop waiting, the write still
 lands. When the writer is cancelled, writes still queued are refused (their callers get
 :class:`ActorGone`), never run; a batch of indexing under way finishes in its thread.
 
-The tables follow the checkpoints: on SQLite an append is one journal row, applied to the
-tables in a transaction of its own (:mod:`actors.store._journal`), which the writer runs
-when it is idle (every other transaction of the store applies them first); and the search
-index follows the tables: a checkpoint commits its messages marked "not yet indexed", and
-the writer indexes them between writes (see :func:`run_checkpoint_writer`).
+The search index follows the checkpoints: a checkpoint commits its messages marked "not yet
+indexed", and the writer indexes them between writes (see :func:`run_checkpoint_writer`).
 
 Errors: the store translates its own failures into the hierarchy (a :class:`StorageError` for a
 full disk, a :class:`ContextConflict`...); the writer answers with that exception object and
@@ -23,9 +23,9 @@ raises is a bug, answered as :class:`ActorCrashed`. The writer keeps serving eit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, assert_never
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -34,23 +34,63 @@ from actors.core.errors import ActorCrashed, HarnessError
 from actors.core.mailbox import answer, ask
 from actors.core.messages import Message
 from actors.core.stored import StoredMessages
-from actors.store import Store
+from actors.runtime.write_requests import (
+    Append,
+    Fork,
+    MarkProcessGroup,
+    MarkStarted,
+    ProposeTitle,
+    Recover,
+    ReplaceContext,
+    Rewind,
+    SetMetadata,
+    WriteRequest,
+)
+from actors.store import Compaction, Rewound, Store
 
-T = TypeVar("T")
 
-
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Write:
-    """One store operation for the writer, with the stream for its outcome. ``taken`` is set
-    as the operation goes to the worker thread (a caller may go on with other work then)."""
+    """A request for the writer, with the stream for its answer. ``taken`` is set as the
+    write goes to the worker thread (a caller may go on with other work then)."""
 
-    operation: Callable[[Store], Any]
-    reply: MemoryObjectSendStream[Any]  # the result, or the HarnessError that stopped it
+    request: WriteRequest
+    reply: MemoryObjectSendStream[Any]  # the answer, or the HarnessError that stopped it
     taken: anyio.Event | None = None
 
 
-APPLY_IDLE_SECONDS = 0.02  # the journal's entries are applied after this long without a write
-APPLY_BACKLOG = 32  # ... or once this many wait, as soon as no write waits
+def perform(store: Store, request: WriteRequest) -> object:
+    """Run ``request`` on ``store`` (blocking: in the writer's worker thread); its answer."""
+    match request:
+        case Append():
+            return store.append(request.session_id, request.messages, at=request.at,
+                                state=request.state, planned_calls=request.planned_calls,
+                                status=request.status)
+        case MarkStarted():
+            store.mark_started(request.session_id, request.call_ids)
+        case MarkProcessGroup():
+            store.mark_process_group(request.session_id, request.call_id, request.pgid,
+                                     request.leader_start)
+        case ReplaceContext():
+            store.replace_context(request.session_id, request.messages,
+                                  compaction=request.compaction,
+                                  expect_prefix=request.expect_prefix)
+        case SetMetadata():
+            store.update(request.session_id, title=request.title, summary=request.summary,
+                         archived=request.archived, state=request.state)
+        case ProposeTitle():
+            return store.propose_title(request.session_id, request.title)
+        case Recover():
+            return store.recover(request.session_id)
+        case Fork():
+            return store.fork(request.session_id, request.at)
+        case Rewind():
+            return store.rewind(request.session_id, request.before)
+        case _:
+            assert_never(request)
+    return None
+
+
 INDEX_IDLE_SECONDS = 0.05  # the search index catches up after this long without a write
 INDEX_BACKLOG = 64  # ... or at once after a write, when this many messages wait for it
 FINAL_INDEX_SECONDS = 1.0  # what catching up may add to a clean exit (the rest waits)
@@ -64,11 +104,8 @@ async def run_checkpoint_writer(
 ) -> None:
     """Serve writes until every sender of ``inbox`` is closed.
 
-    Between writes it applies the journal's entries (:meth:`Store.apply_journal`, all of
-    them in one transaction) once the inbox has been idle :data:`APPLY_IDLE_SECONDS`, or
-    :data:`APPLY_BACKLOG` entries wait; then it keeps the search index caught up
-    (:meth:`Store.index_pending`, one batch per worker-thread call): once the inbox has
-    been idle for
+    Between writes it keeps the search index caught up (:meth:`Store.index_pending`, one
+    batch per worker-thread call): once the inbox has been idle for
     :data:`INDEX_IDLE_SECONDS`, or right after a write that left :data:`INDEX_BACKLOG`
     messages unindexed, so a checkpoint never waits for more than one batch. When the
     inbox closes it catches up for at most :data:`FINAL_INDEX_SECONDS`; what is left stays
@@ -85,7 +122,7 @@ async def run_checkpoint_writer(
                 if write.taken is not None:
                     write.taken.set()
                 try:
-                    result = await anyio.to_thread.run_sync(write.operation, store)
+                    result = await anyio.to_thread.run_sync(perform, store, write.request)
                 except HarnessError as exc:  # raised in the caller
                     result = exc
                 except Exception as exc:  # a bug in a store operation
@@ -93,8 +130,6 @@ async def run_checkpoint_writer(
                         f"The checkpoint writer failed ({type(exc).__name__}: {exc})."
                     )
                 await answer(write.reply, result)
-            if store.journaled:
-                await anyio.to_thread.run_sync(store.apply_journal)
             with anyio.move_on_after(FINAL_INDEX_SECONDS):
                 while store.unindexed and not await _index_some(store):
                     pass
@@ -108,40 +143,29 @@ async def run_checkpoint_writer(
 
 async def _next_write(store: Store, inbox: MemoryObjectReceiveStream[Write]) -> Write | None:
     """The next write (None once every sender closed), doing the background work while none
-    comes: first the journal's entries applied (:meth:`Store.apply_journal`), then the
-    search index's batches (:meth:`Store.index_pending`).
+    comes: the search index's batches (:meth:`Store.index_pending`).
 
-    Each starts once the inbox has been idle long enough since the last write was answered
-    (:data:`APPLY_IDLE_SECONDS`, :data:`INDEX_IDLE_SECONDS`: while a turn is writing, its
-    writes go first), or at once after a write that left a backlog (:data:`APPLY_BACKLOG`
-    entries, :data:`INDEX_BACKLOG` messages); between the rounds of a backlog, a write
-    waiting goes first. A write that comes during a round waits for that round only."""
+    They start once the inbox has been idle :data:`INDEX_IDLE_SECONDS` since the last write
+    was answered (while a turn is writing, its writes go first), or at once after a write
+    that left :data:`INDEX_BACKLOG` messages unindexed; between the batches of a backlog, a
+    write waiting goes first. A write that comes during a batch waits for that batch only."""
     idle_from = anyio.current_time()
     first = True
-    while store.journaled or store.unindexed:
-        journal = bool(store.journaled)
-        if journal:
-            backlog, idle = store.journaled >= APPLY_BACKLOG, APPLY_IDLE_SECONDS
-        else:
-            backlog, idle = store.unindexed >= INDEX_BACKLOG, INDEX_IDLE_SECONDS
-        if backlog:
+    while store.unindexed:
+        if store.unindexed >= INDEX_BACKLOG:
             if not first:
                 taken, write = _waiting(inbox)
                 if taken:
                     return write
-        elif anyio.current_time() < idle_from + idle:
-            with anyio.move_on_at(idle_from + idle):
+        elif anyio.current_time() < idle_from + INDEX_IDLE_SECONDS:
+            with anyio.move_on_at(idle_from + INDEX_IDLE_SECONDS):
                 try:
                     return await inbox.receive()
                 except anyio.EndOfStream:
                     return None
             continue  # idle long enough: look again at what is left (a reader may have done it)
         first = False
-        if journal:
-            if not await anyio.to_thread.run_sync(store.apply_journal):
-                break  # it cannot be applied now (a full disk): the next write tries, or fails
-        else:
-            await _index_some(store)
+        await _index_some(store)
         idle_from = anyio.current_time()
     try:
         return await inbox.receive()
@@ -171,7 +195,8 @@ async def _index_some(store: Store) -> bool:
 
 
 class CheckpointClient:
-    """How the supervisor and the other actors ask the writer for a write of one session."""
+    """How the supervisor and the other actors ask the writer for a write: of the running
+    session ``session_id`` unless a method names another."""
 
     def __init__(self, inbox: MemoryObjectSendStream[Write], session_id: str) -> None:
         self._inbox = inbox
@@ -181,24 +206,9 @@ class CheckpointClient:
         """This client will write no more (the writer stops when every client closed)."""
         self._inbox.close()
 
-    async def _do(self, operation: Callable[[Store], T], taken: anyio.Event | None = None) -> T:
-        result: T = await ask(self._inbox, lambda reply: Write(operation, reply, taken),
-                              "checkpoint writer")
-        return result
-
-    async def checkpoint(
-        self,
-        messages: Sequence[Message],
-        *,
-        state: dict[str, Any] | None = None,
-        planned_calls: bool = False,
-        status: str | None = None,
-    ) -> int:
-        snapshot = list(messages)
-        return await self._do(
-            lambda s: s.checkpoint(self.session_id, snapshot, state=state,
-                                   planned_calls=planned_calls, status=status)
-        )
+    async def _ask(self, request: WriteRequest, taken: anyio.Event | None = None) -> Any:
+        return await ask(self._inbox, lambda reply: Write(request, reply, taken),
+                         "checkpoint writer")
 
     async def append(
         self,
@@ -212,38 +222,45 @@ class CheckpointClient:
     ) -> int:
         """Append ``messages`` to the ``at`` saved ones (:meth:`Store.append`); the number the
         last of them has in the transcript. ``taken``: see :class:`Write`."""
-        new = list(messages)
-        return await self._do(
-            lambda s: s.append(self.session_id, new, at=at, state=state,
-                               planned_calls=planned_calls, status=status),
-            taken,
-        )
+        number: int = await self._ask(
+            Append(self.session_id, tuple(messages), at, state, planned_calls, status), taken)
+        return number
 
     async def mark_started(self, call_ids: Sequence[str]) -> None:
-        ids = list(call_ids)
-        await self._do(lambda s: s.mark_started(self.session_id, ids))
+        await self._ask(MarkStarted(self.session_id, tuple(call_ids)))
 
-    async def replace_context(
-        self,
-        messages: Sequence[Message],
-        *,
-        compaction: dict[str, Any] | None = None,
-        expect_prefix: Sequence[Message] | None = None,
-    ) -> None:
-        snapshot = list(messages)
-        prefix: Sequence[Message] | None = None
-        if isinstance(expect_prefix, StoredMessages):  # a copy that parses nothing
-            prefix = expect_prefix.copy()
-        elif expect_prefix is not None:
-            prefix = list(expect_prefix)
-        await self._do(
-            lambda s: s.replace_context(self.session_id, snapshot, compaction=compaction,
-                                        expect_prefix=prefix)
-        )
+    async def mark_process_group(self, call_id: str, pgid: int,
+                                 leader_start: int | None) -> None:
+        await self._ask(MarkProcessGroup(self.session_id, call_id, pgid, leader_start))
 
-    async def update(self, **fields: Any) -> None:
-        await self._do(lambda s: s.update(self.session_id, **fields))
+    async def replace_context(self, messages: Sequence[Message], *, compaction: Compaction,
+                              expect_prefix: Sequence[Message]) -> None:
+        prefix = (expect_prefix.copy() if isinstance(expect_prefix, StoredMessages)
+                  else tuple(expect_prefix))  # a copy: a stored one parses nothing
+        await self._ask(ReplaceContext(self.session_id, tuple(messages), compaction, prefix))
 
-    async def call(self, operation: Callable[[Store, str], T]) -> T:
-        """Any other store operation on this session, e.g. ``ensure_summary`` or ``fork``."""
-        return await self._do(lambda s: operation(s, self.session_id))
+    async def set_metadata(self, *, title: str | None = None, summary: str | None = None,
+                           archived: bool | None = None, state: dict[str, Any] | None = None,
+                           session_id: str | None = None) -> None:
+        """Set a title (the user's), a summary, archived or not, the state (of
+        ``session_id``, else the running session)."""
+        await self._ask(SetMetadata(session_id or self.session_id, title, summary, archived,
+                                    state))
+
+    async def propose_title(self, title: str) -> bool:
+        applied: bool = await self._ask(ProposeTitle(self.session_id, title))
+        return applied
+
+    async def recover(self) -> StoredMessages:
+        recovered: StoredMessages = await self._ask(Recover(self.session_id))
+        return recovered
+
+    async def fork(self, at: int | None = None, *, session_id: str | None = None) -> str:
+        """Copy the session (``session_id``, else the running one) up to message ``at``
+        (None: whole); the new id."""
+        new_id: str = await self._ask(Fork(session_id or self.session_id, at))
+        return new_id
+
+    async def rewind(self, before: int) -> Rewound:
+        rewound: Rewound = await self._ask(Rewind(self.session_id, before))
+        return rewound

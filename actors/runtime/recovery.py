@@ -1,13 +1,13 @@
 """Interruption recovery of one tool batch: every call gets exactly one result, saved.
 
-The supervisor calls :func:`settle_batch` after every batch, in a shielded ``finally``, with
-the executor's answer, or with ``None`` when there is none (the turn was cancelled while
-asking, or the executor is gone). A batch of reads that every call answered is only
-settled in memory (:func:`answer_batch`): its answer and results are saved with the next
-request, by the supervisor. The calls the answer covers get their results; the calls
-it does not cover (the executor crashed or never answered) are answered by the store's
-recovery from the write-ahead records: "outcome unknown" for a call recorded as started,
-"not executed" for one only planned. Nothing is replayed.
+After every batch, in a shielded ``finally``, the supervisor settles it in memory with
+:func:`answer_batch` (the executor's answer, or ``None`` when there is none: the turn was
+cancelled while asking, or the executor is gone) and saves it with :func:`save_batch`; a
+batch of reads that every call answered is saved with the next request instead. The calls
+the answer covers get their results; the calls it does not cover (the executor crashed or
+never answered) are answered by the store's recovery from the write-ahead records:
+"outcome unknown" for a call recorded as started, "not executed" for one only planned.
+Nothing is replayed.
 """
 
 from __future__ import annotations
@@ -52,23 +52,10 @@ async def save_batch(context: WorkingContext, writer: CheckpointClient) -> Harne
         await writer.append(new, at=at, state=context.state())
         context.saved_len = at + len(new)
         if open_calls_at_end(context.messages):
-            recovered: MutableSequence[Message] = await writer.call(
-                lambda s, sid: s.recover(sid))
+            recovered: MutableSequence[Message] = await writer.recover()
             context.messages, context.saved_len = recovered, len(recovered)
     except HarnessError as exc:
         for call_id in open_calls_at_end(context.messages):  # whether they ran is unknown
             context.messages.append(tool_result(call_id, INTERRUPTED_NOTICE))
         return exc
     return None
-
-
-async def settle_batch(
-    context: WorkingContext,
-    writer: CheckpointClient,
-    calls: list[dict[str, Any]],
-    batch: BatchOutcome | None,
-) -> HarnessError | None:
-    """Append the batch's results to ``context`` and checkpoint; recover the calls left open
-    (:func:`answer_batch`, then :func:`save_batch`). The caller holds the context's lock."""
-    answer_batch(context, calls, batch)
-    return await save_batch(context, writer)

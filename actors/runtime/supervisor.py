@@ -119,8 +119,8 @@ from actors.runtime.tool_executor import (
     ToolExecutor,
     without_effects,
 )
+from actors.store import Compaction, Store, UserMessage, timestamp
 from actors.store import Rewound as ConversationRewound
-from actors.store import Store, UserMessage, timestamp
 from actors.tools import startup_warnings, tool_schemas
 from actors.workspace.keeper import Request, WorkspaceClient, WorkspaceKeeper
 
@@ -326,7 +326,7 @@ class Supervisor:
                     await self._events.send(PlanningChanged(self._context.planning.render()))
                     await self._gauge()
                     for warning in await anyio.to_thread.run_sync(
-                        startup_warnings, settings.sandbox_dir, settings.memory_dir, store
+                        startup_warnings, settings.sandbox_dir, settings.memory_dir, store.reader
                     ):
                         await self.notify(warning, "warning")
                     await self._session_started(self._start_source)
@@ -457,13 +457,13 @@ class Supervisor:
         executor = ToolExecutor(
             mode=self._mode, timeout=settings.tool_timeout,
             max_output_bytes=settings.max_output_bytes, sandbox=settings.sandbox_dir,
-            memory_dir=settings.memory_dir, store=self._store,
+            memory_dir=settings.memory_dir, store=self._store.reader,
             writer=CheckpointClient(writer_send.clone(), self.session_id),
             events=self._events, planning=self._context.planning.copy(),
             workspace=workspace.clone(), hooks=self._hooks,
         )
         keeper = WorkspaceKeeper(project=settings.sandbox_dir, memory_dir=settings.memory_dir,
-                                 store=self._store, session_id=self.session_id,
+                                 store=self._store.reader, session_id=self.session_id,
                                  events=self._events, enabled=settings.workspace_snapshots,
                                  retention_days=settings.snapshot_retention_days,
                                  objects=self._workspace_objects,
@@ -966,8 +966,8 @@ class Supervisor:
             try:
                 await writer.replace_context(
                     stored,
-                    compaction={"at": timestamp(), "before_tokens": plan.before_tokens,
-                                "after_tokens": plan.after_tokens, "summary": plan.summary},
+                    compaction=Compaction(at=timestamp(), before_tokens=plan.before_tokens,
+                                          after_tokens=plan.after_tokens, summary=plan.summary),
                     expect_prefix=plan.basis,
                 )
             except HarnessError as exc:
@@ -983,8 +983,18 @@ class Supervisor:
         """Checkpoint, then copy this session (up to message ``at``) into a new one; returns
         the new id. This session stays the running one."""
         await self._checkpoint()
-        new_id: str = await self._running().writer.call(lambda s, sid: s.fork(sid, at))
-        return new_id
+        return await self._running().writer.fork(at)
+
+    async def fork_session(self, session_id: str) -> str:
+        """Copy another session whole (through this run's writer); the new id."""
+        return await self._running().writer.fork(session_id=session_id)
+
+    async def edit_session(self, session_id: str, *, title: str | None = None,
+                           archived: bool | None = None) -> None:
+        """Rename (the user's title) or archive another session, through this run's writer
+        (this session's own title: :meth:`set_title`)."""
+        await self._running().writer.set_metadata(session_id=session_id, title=title,
+                                                  archived=archived)
 
     async def plan_files_rewind(self, to: int) -> RewindPlan:
         """What bringing the project's files back to user message ``to`` would do (0: undo
@@ -1011,7 +1021,7 @@ class Supervisor:
         if not title:
             raise UsageError("The title is empty.")
         self._title_source = "user"
-        await self._running().writer.update(title=title)
+        await self._running().writer.set_metadata(title=title)
         await self._events.send(TitleChanged(title, "user"))
 
     # -- the title call -------------------------------------------------------------------
@@ -1048,10 +1058,8 @@ class Supervisor:
             state = self._context.state()
             applied = False
             if title is not None and self._title_source != "user":
-                applied = await self._running().writer.call(
-                    lambda s, sid: s.propose_title(sid, title)
-                )
-            await self._running().writer.update(state=state)
+                applied = await self._running().writer.propose_title(title)
+            await self._running().writer.set_metadata(state=state)
             if applied and self._title_source != "user":
                 self._title_source = "model"
                 await self._events.send(TitleChanged(title or "", "model"))
@@ -1068,10 +1076,8 @@ class Supervisor:
     async def rewind_points(self) -> list[UserMessage]:
         """The messages the user typed on the current branch, oldest first, as saved."""
         await self._checkpoint()
-        points: list[UserMessage] = await self._running().writer.call(
-            lambda s, sid: s.user_messages(sid)
-        )
-        return points
+        return await anyio.to_thread.run_sync(self._store.reader.user_messages,
+                                              self.session_id)
 
     async def rewind(self, request: RewindRequest) -> RewindOutcome:
         """Go back to just before a message the user typed, undo the last rewind of files,
@@ -1093,9 +1099,7 @@ class Supervisor:
 
     async def _rewind_conversation(self, before: int) -> ConversationRewound:
         async with self._context_lock:
-            rewound: ConversationRewound = await self._running().writer.call(
-                lambda s, sid: s.rewind(sid, before)
-            )
+            rewound: ConversationRewound = await self._running().writer.rewind(before)
             self._context.rewound(list(rewound.messages))
         return rewound
 
@@ -1106,7 +1110,7 @@ class Supervisor:
         context = self._context
         async with self._context_lock:
             context.approvals = list(dict.fromkeys(rules))
-            await self._running().writer.update(state=context.state())
+            await self._running().writer.set_metadata(state=context.state())
         await self._events.send(ApprovalsChanged(tuple(context.approvals)))
 
     async def set_mode(self, mode: Mode) -> None:
@@ -1127,7 +1131,7 @@ class Supervisor:
         async with self._context_lock:
             self._mode, self._model = mode, model
             context.mode, context.model = mode.value, model
-            await self._running().writer.update(state=context.state())
+            await self._running().writer.set_metadata(state=context.state())
         await self._events.send(SettingsChanged(mode.value, model))
 
     async def models(self) -> list[str]:

@@ -60,7 +60,7 @@ from actors.core.planning import Planning
 from actors.core.turn import Turn
 from actors.hooks import Hooks, HookTable, PostToolUse, PreToolUse, Verdict
 from actors.runtime.checkpoint_writer import CheckpointClient
-from actors.store import Store
+from actors.store import SessionReader
 from actors.tools import (
     TOOLS,
     Permission,
@@ -198,7 +198,7 @@ class ToolExecutor:
         max_output_bytes: int,
         sandbox: Path,
         memory_dir: Path,
-        store: Store,
+        store: SessionReader,
         writer: CheckpointClient,
         events: EventSink,
         planning: Planning,
@@ -450,8 +450,8 @@ class ToolExecutor:
         can stop what survived. Not being able to record it does not stop the command (the
         guardian in its group still ends it with the harness)."""
         with contextlib.suppress(StorageError):
-            await self._writer.call(lambda store, session_id: store.mark_process_group(
-                session_id, call_id, group.pgid, group.leader_start_time))
+            await self._writer.mark_process_group(call_id, group.pgid,
+                                                  group.leader_start_time)
 
     async def _approved(
         self, tool: Tool, args: dict[str, Any], reason: str | None, call_id: str, *,

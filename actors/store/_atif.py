@@ -31,6 +31,8 @@ from typing import Any, Protocol
 
 from actors.core.budget import UsageTotals
 from actors.core.messages import Message, text_of
+from actors.store._records import SessionRecord
+from actors.store._results import ListedSession
 
 SCHEMA_VERSION = "ATIF-v1.7"
 AGENT_NAME = "agent-harness"
@@ -39,12 +41,12 @@ AGENT_NAME = "agent-harness"
 class Sessions(Protocol):
     """What the export needs of a store."""
 
-    def load_session(self, session_id: str) -> dict[str, Any]: ...
+    def load_session(self, session_id: str) -> SessionRecord: ...
 
     def list_sessions(
         self, include_archived: bool = False, *, project_root: str | None = None,
         include_empty: bool = True, limit: int | None = None,
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[ListedSession]: ...
 
 
 def _version() -> str:

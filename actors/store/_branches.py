@@ -27,7 +27,9 @@ from typing import Any
 from actors.core.errors import UsageError
 from actors.core.messages import Message, call_ids_of
 from actors.core.previews import own_user_text
+from actors.store import _rows
 from actors.store._parts import Conn
+from actors.store._results import UserMessage
 
 
 @dataclass(frozen=True)
@@ -121,13 +123,17 @@ def _settled_end(conn: Conn, rid: int, seq: int, transcript_len: int) -> int:
 
 
 def context_position(conn: Conn, rid: int, seq: int) -> int | None:
-    """Where transcript message ``seq`` is in the current working context (None: not there)."""
+    """Where transcript message ``seq`` is in the current working context (None: not there):
+    among its explicit rows, or in its tail."""
     row = conn.execute(
         "SELECT c.pos FROM context c JOIN transcript t ON t.mid = c.mid "
         "WHERE c.session_rid = ? AND t.session_rid = ? AND t.seq = ?",
         (rid, rid, seq),
     ).fetchone()
-    return None if row is None else int(row[0])
+    if row is not None:
+        return int(row[0])
+    explicit, tail_from, transcript_len = _rows.context_shape(conn, rid)
+    return explicit + seq - tail_from if tail_from <= seq < transcript_len else None
 
 
 def cut_at(conn: Conn, rid: int, transcript_len: int, number: int, *, settle: bool) -> Cut:
@@ -144,20 +150,15 @@ def cut_at(conn: Conn, rid: int, transcript_len: int, number: int, *, settle: bo
 
 def context_end(conn: Conn, rid: int) -> int | None:
     """The seq of the last transcript message in the working context (None: none is)."""
+    _, tail_from, transcript_len = _rows.context_shape(conn, rid)
+    if transcript_len > tail_from:  # the tail's last
+        return transcript_len - 1
     row = conn.execute(
         "SELECT t.seq FROM context c JOIN transcript t ON t.mid = c.mid "
         "WHERE c.session_rid = ? ORDER BY c.pos DESC LIMIT 1",
         (rid,),
     ).fetchone()
     return None if row is None else int(row[0])
-
-
-@dataclass(frozen=True)
-class UserMessage:
-    """A message the user typed, on the current branch: its number and text."""
-
-    number: int
-    text: str
 
 
 def user_messages(conn: Conn, rid: int, seqs: Sequence[int]) -> list[UserMessage]:
@@ -178,3 +179,115 @@ def user_messages(conn: Conn, rid: int, seqs: Sequence[int]) -> list[UserMessage
         if text is not None and text.strip():
             found.append(UserMessage(seq + 1, text))
     return found
+
+
+# -- copies (a fork, the fork a rewind keeps) and moving a context back --------------------
+
+
+def copy_session_row(conn: Conn, rid: int, new_id: str, now: str, state: str, *,
+                     transcript_len: int, fork_point: int | None) -> int:
+    """A copy of session ``rid``'s row as ``new_id`` (its title, summary, project, pins and
+    listing text; a fresh status, ``state``, no context yet); the copy's rid."""
+    conn.execute(
+        "INSERT INTO sessions (id, created_at, updated_at, listed_at, title, summary,"
+        " archived, status, project_root, parent_id, state, context_version, context_len,"
+        " transcript_len, title_source, preview, user_messages, fork_point)"
+        " SELECT ?, ?, ?, ?, title, summary, 0, 'saved', project_root, id, ?, 0, 0, ?,"
+        " title_source, preview, user_messages, ? FROM sessions WHERE rid = ?",
+        (new_id, now, now, _rows.listed_at(now), state, transcript_len, fork_point, rid),
+    )
+    (new,) = conn.execute("SELECT rid FROM sessions WHERE id = ?", (new_id,)).fetchone()
+    return int(new)
+
+
+def copy_rows(conn: Conn, rid: int, new: int, cut: Cut) -> None:
+    """The transcript of session ``rid`` up to ``cut`` copied into session ``new``, with its
+    working context up to the cut (as it is, a compaction's summary and the compactions
+    included, where the cut is in it; else the branch, message by message). The copy's
+    transcript has the same seqs, so a cut in the context's tail keeps the tail as it is."""
+    conn.execute(
+        "INSERT INTO transcript (session_rid, seq, body, parent_seq, shape, tokens) "
+        "SELECT ?, seq, body, parent_seq, shape, tokens FROM transcript"
+        " WHERE session_rid = ? AND seq <= ? ORDER BY seq",
+        (new, rid, cut.end_seq),
+    )
+    tail_from = cut.end_seq + 1  # the copy's own transcript_len: no tail
+    if cut.context_pos is not None:
+        explicit, parent_tail, _ = _rows.context_shape(conn, rid)
+        if cut.context_pos >= explicit:
+            tail_from = parent_tail
+        conn.execute(
+            "INSERT INTO context (session_rid, pos, mid, body) "
+            "SELECT ?, c.pos, t2.mid, c.body FROM context c "
+            "LEFT JOIN transcript t1 ON t1.mid = c.mid "
+            "LEFT JOIN transcript t2 ON t2.session_rid = ? AND t2.seq = t1.seq "
+            "WHERE c.session_rid = ? AND c.pos <= ?",
+            (new, new, rid, cut.context_pos),
+        )
+        conn.execute(
+            "INSERT INTO compactions (session_rid, n, at, before_tokens, after_tokens,"
+            " summary) SELECT ?, n, at, before_tokens, after_tokens, summary"
+            " FROM compactions WHERE session_rid = ?",
+            (new, rid),
+        )
+    else:
+        context_from_branch(conn, new, cut.branch)
+    conn.execute("UPDATE sessions SET tail_from = ? WHERE rid = ?", (tail_from, new))
+
+
+def copy_call_records(conn: Conn, rid: int, new: int, calls: Sequence[str] | None) -> None:
+    """The write-ahead records of ``calls`` (None: all of them) of session ``rid`` copied
+    into session ``new``."""
+    if calls is None:
+        conn.execute(
+            "INSERT INTO tool_calls (session_rid, call_id, phase) "
+            "SELECT ?, call_id, phase FROM tool_calls WHERE session_rid = ?",
+            (new, rid),
+        )
+    elif calls:
+        conn.execute(
+            "INSERT INTO tool_calls (session_rid, call_id, phase) "
+            "SELECT ?, call_id, phase FROM tool_calls WHERE session_rid = ?"
+            f" AND call_id IN ({','.join('?' * len(calls))})",
+            (new, rid, *calls),
+        )
+
+
+def context_from_branch(conn: Conn, rid: int, branch_seqs: Sequence[int]) -> None:
+    """Session ``rid``'s context made the transcript messages ``branch_seqs``, in order
+    (all explicit)."""
+    mids = dict(conn.execute(
+        "SELECT seq, mid FROM transcript WHERE session_rid = ?", (rid,)).fetchall())
+    conn.execute("DELETE FROM context WHERE session_rid = ?", (rid,))
+    conn.executemany(
+        "INSERT INTO context (session_rid, pos, mid) VALUES (?, ?, ?)",
+        [(rid, pos, mids[seq]) for pos, seq in enumerate(branch_seqs)],
+    )
+    _rows.tail_restarted(conn, rid)
+
+
+def cut_context(conn: Conn, rid: int, last_pos: int) -> None:
+    """Session ``rid``'s context cut after position ``last_pos`` (all explicit: what it
+    keeps of the tail written as rows)."""
+    explicit, tail_from, _ = _rows.context_shape(conn, rid)
+    if last_pos < explicit:
+        conn.execute("DELETE FROM context WHERE session_rid = ? AND pos > ?", (rid, last_pos))
+    else:
+        conn.execute(
+            "INSERT INTO context (session_rid, pos, mid) SELECT ?, ? + seq - ?, mid"
+            " FROM transcript WHERE session_rid = ? AND seq >= ? AND seq <= ?",
+            (rid, explicit, tail_from, rid, tail_from, tail_from + last_pos - explicit),
+        )
+    _rows.tail_restarted(conn, rid)
+
+
+def set_copy_counters(conn: Conn, rid: int, context_len: int, *, user_messages: int | None,
+                      preview: str | None) -> None:
+    """A copy's context length, and (a copy cut short) what its listing shows (no summary:
+    the parent's told what came after the cut)."""
+    sets = "context_len = ?"
+    args: list[Any] = [context_len]
+    if user_messages is not None:
+        sets += ", user_messages = ?, preview = ?, summary = ''"
+        args += [user_messages, preview or ""]
+    conn.execute(f"UPDATE sessions SET {sets} WHERE rid = ?", (*args, rid))

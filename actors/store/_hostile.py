@@ -6,8 +6,11 @@ the answer is the record or :class:`InvalidRecord` with one line naming the file
 field (``session.json: messages[3].tool_calls must be a list``), never a ``TypeError`` deep in
 the store or a ``RecursionError``:
 
-* numbers: integers of at most :data:`MAX_INTEGER_DIGITS` digits, finite floats (``1e400``,
-  ``NaN`` and ``Infinity`` refused);
+* numbers: integers within 64 bits (decoded only up to :data:`MAX_INTEGER_DIGITS` digits),
+  finite floats (``1e400``, ``NaN`` and ``Infinity`` refused); the fields that count or
+  cost something (compactions' token counts, ``fork_point``, the state's usage counters and
+  costs) within their range: no negative count, nothing beyond :data:`MAX_COUNT` or
+  :data:`MAX_COST`;
 * nesting at most :data:`MAX_DEPTH` deep (checked without recursion; a 100,000-deep file
   stops the decoder's own recursion, and a scan of its brackets then names the field);
 * text valid Unicode: a lone surrogate (``"\\ud800"``, which JSON allows and UTF-8 cannot
@@ -15,7 +18,8 @@ the store or a ``RecursionError``:
 * messages shaped as chat messages: a ``role``; ``content`` null, text or a list of parts;
   ``tool_calls`` a list of calls with a string ``id`` and a ``function`` whose ``name`` and
   ``arguments`` are text; a tool message's ``tool_call_id`` text;
-* compactions with integer token counts and a text summary.
+* compactions with integer token counts and a text summary;
+* ``format_version`` one this version reads.
 
 Repairs and salvage clean what they copy with :func:`importable`: tool-call ids made unique
 strings, then malformed messages left out.
@@ -36,6 +40,9 @@ from actors.core.messages import open_calls_at_end, pairing_problems, repair
 
 MAX_INTEGER_DIGITS = 100
 MAX_DEPTH = 100
+MAX_INTEGER = 2**63 - 1  # what a database integer holds
+MAX_COUNT = 2**53  # a count of tokens, calls or messages (exact in every JSON reader)
+MAX_COST = 10.0**9  # dollars spent on one session
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 Path = tuple[str | int, ...]
@@ -121,6 +128,9 @@ def check_values(value: Any, source: str) -> None:
         ):
             raise _refuse(source, path, f"is an integer of more than {MAX_INTEGER_DIGITS} "
                           "digits")
+        if _is_int(item) and abs(item) > MAX_INTEGER:
+            raise _refuse(source, path, f"is {_shown(item)}, out of range (beyond a 64-bit "
+                          "integer)")
         if isinstance(item, dict):
             children: Any = item.items()
         elif isinstance(item, list):
@@ -142,6 +152,65 @@ def _refuse(source: str, path: Path, what: str) -> InvalidRecord:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value: Any) -> str:
+    """A number as a refusal names it (a huge one shortened)."""
+    text = repr(value)
+    return text if len(text) <= 24 else f"{text[:10]}…({len(text)} digits)"
+
+
+def _count(value: Any, path: Path, source: str) -> None:
+    """A count (tokens, calls, a message number): an integer from 0 to :data:`MAX_COUNT`."""
+    if not _is_int(value):
+        raise _refuse(source, path, "must be an integer")
+    if not 0 <= value <= MAX_COUNT:
+        raise _refuse(source, path, f"is {_shown(value)}, out of range (0 to {MAX_COUNT})")
+
+
+def _cost(value: Any, path: Path, source: str) -> None:
+    """A cost in dollars: a finite number from 0 to :data:`MAX_COST`."""
+    if not (_is_int(value) or isinstance(value, float)):
+        raise _refuse(source, path, "must be a number")
+    if not 0 <= value <= MAX_COST:  # NaN compares false: refused too
+        raise _refuse(source, path, f"is {_shown(value)}, out of range (0 to {MAX_COST:.0f})")
+
+
+_USAGE_COUNTS = ("total_tokens_in", "total_tokens_out", "calls", "tool_calls")
+_INHERITED_COUNTS = ("tokens_in", "tokens_out", "calls")
+
+
+def check_state(state: Any, source: str) -> None:
+    """The planning/usage state: an object whose usage counters and costs (those the
+    harness adds to and shows) are in range."""
+    if not isinstance(state, dict):
+        raise _refuse(source, ("state",), "must be an object")
+    for key in _USAGE_COUNTS:
+        if key in state:
+            _count(state[key], ("state", key), source)
+    if "total_cost_usd" in state:
+        _cost(state["total_cost_usd"], ("state", "total_cost_usd"), source)
+    inherited = state.get("inherited_usage")
+    if inherited is not None:
+        if not isinstance(inherited, dict):
+            raise _refuse(source, ("state", "inherited_usage"), "must be an object")
+        for key in _INHERITED_COUNTS:
+            if key in inherited:
+                _count(inherited[key], ("state", "inherited_usage", key), source)
+        if "cost_usd" in inherited:
+            _cost(inherited["cost_usd"], ("state", "inherited_usage", "cost_usd"), source)
+
+
+def check_numbers(record: dict[str, Any], source: str, newest_format: int) -> None:
+    """The record's own numeric fields: ``fork_point`` a message number when given (null:
+    none), ``format_version`` one this version reads."""
+    if record.get("fork_point") is not None:
+        _count(record["fork_point"], ("fork_point",), source)
+    if "format_version" in record:
+        version = record["format_version"]
+        if not _is_int(version) or not 1 <= version <= newest_format:
+            raise _refuse(source, ("format_version",), f"is {_shown(version)}, not a format "
+                          f"this version reads (1 to {newest_format})")
 
 
 def _check_message(message: Any, path: Path, source: str) -> None:
@@ -189,8 +258,8 @@ def check_compactions(compactions: Sequence[Any], source: str) -> None:
         if not isinstance(event, dict):
             raise _refuse(source, path, "must be an object")
         for key in ("before_tokens", "after_tokens"):
-            if key in event and not _is_int(event[key]):
-                raise _refuse(source, (*path, key), "must be an integer")
+            if key in event:
+                _count(event[key], (*path, key), source)
         if not isinstance(event.get("summary", ""), str):
             raise _refuse(source, (*path, "summary"), "must be text")
         if not isinstance(event.get("at", ""), str):
@@ -287,3 +356,13 @@ def unsendable(problems: list[str]) -> str:
     """The doctor's line for a context an endpoint would refuse."""
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return f"its context cannot be sent to an endpoint: {problems[0]}{more}"
+
+
+def context_problem(context: Sequence[Any], *, crashed: bool) -> str | None:
+    """Why an endpoint would refuse a saved ``context``, in the doctor's words; None when
+    it can be sent, or when (``crashed``: its run died) its only problem is the calls the
+    crash left open, which recovery answers on resume."""
+    problems = call_id_problems(context)
+    if not problems or (crashed and only_open_at_crash(context)):
+        return None
+    return unsendable(problems)

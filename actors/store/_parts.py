@@ -22,7 +22,7 @@ cancellable.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -64,8 +64,7 @@ class Transactions(Protocol):
         """A read transaction (one consistent snapshot); damage is blamed on ``session_id``."""
         ...
 
-    def write(self, *leased: str, durable: bool = True,
-              settled: bool = True) -> AbstractContextManager[Conn]:
+    def write(self, *leased: str, durable: bool = True) -> AbstractContextManager[Conn]:
         """One write transaction, rolled back whole if anything in it fails (COMMIT included).
 
         ``leased`` are the sessions it writes, whose leases the caller holds: a backend whose
@@ -73,14 +72,15 @@ class Transactions(Protocol):
         them, and writes nothing otherwise. ``durable=False`` (derived data only, the search
         index): COMMIT does not wait for the disk; a crash may lose the transaction whole,
         never part of it, and the next durable commit makes it durable too.
-        ``settled=False``: :attr:`settle` is not run first (a journal row's own write).
         """
         ...
 
-    #: Run before every transaction (in the database's lock, before it begins), but a write
-    #: with ``settled=False``: the store's journal applies its entries there
-    #: (:mod:`actors.store._journal`). A read goes on if it fails; a write does not.
-    settle: Callable[[], None] | None
+    def companion(self) -> Transactions | None:
+        """A database of its own on the same server and schema, for another part of the
+        harness to keep its tables beside the sessions (the workspace's objects: a big
+        snapshot then never holds the sessions' connection); None where that part keeps a
+        file of its own (SQLite). The caller closes it."""
+        ...
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -176,4 +176,4 @@ class Backend:
     leases: Lease
     index: SearchIndex
     warnings: tuple[str, ...] = ()
-    journal: bool = False  # checkpoints are journal rows first (actors.store._journal)
+    read_only: bool = False  # the database can be read but not written here

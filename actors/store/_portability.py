@@ -9,11 +9,13 @@ the store; file errors become :class:`InvalidRecord` naming the file.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from actors.core.errors import InvalidRecord, StorageError, UsageError
-from actors.store._records import FORMAT_VERSION, ImportResult, read_record_file
+from actors.store._records import FORMAT_VERSION, ExportedRecord, SessionRecord, read_record_file
+from actors.store._results import ImportResult
 
 
 class Records(Protocol):
@@ -25,9 +27,9 @@ class Records(Protocol):
     @property
     def import_warnings(self) -> list[str]: ...
 
-    def load_session(self, session_id: str) -> dict[str, Any]: ...
+    def load_session(self, session_id: str) -> SessionRecord: ...
 
-    def import_record(self, record: dict[str, Any]) -> bool: ...
+    def import_record(self, record: Mapping[str, Any]) -> bool: ...
 
     def legacy_files(self) -> dict[str, tuple[int, int]]: ...
 
@@ -36,9 +38,19 @@ class Records(Protocol):
     ) -> None: ...
 
 
-def export_session(store: Records, session_id: str) -> dict[str, Any]:
+# What storing a checked record could still raise on a value the checks let through (a
+# database's own limits): reported for its file, never a traceback for another command.
+_UNCHECKED = (ValueError, TypeError, OverflowError)
+
+
+def _unstorable(exc: Exception) -> str:
+    return f"cannot be stored ({type(exc).__name__}: {exc})"
+
+
+def export_session(store: Records, session_id: str) -> ExportedRecord:
     """The session's record as portable JSON data (``format_version`` first)."""
-    return {"format_version": FORMAT_VERSION, **store.load_session(session_id)}
+    return ExportedRecord(format_version=FORMAT_VERSION,
+                          **store.load_session(session_id))
 
 
 def import_paths(store: Records, *paths: str | os.PathLike[str]) -> list[ImportResult]:
@@ -66,6 +78,8 @@ def import_paths(store: Records, *paths: str | os.PathLike[str]) -> list[ImportR
                 results.append(ImportResult(str(file), record["id"], skipped=skipped))
             except (InvalidRecord, StorageError, UsageError) as exc:
                 results.append(ImportResult(str(file), error=str(exc)))
+            except _UNCHECKED as exc:  # a value the checks let through: the next file
+                results.append(ImportResult(str(file), error=f"{file}: {_unstorable(exc)}"))
     return results
 
 
@@ -100,6 +114,9 @@ def import_legacy_dir(store: Records) -> None:
             session_id = record["id"]
         except InvalidRecord as exc:
             error = str(exc)
+            store.import_warnings.append(f"Skipped legacy session file {error}")
+        except _UNCHECKED as exc:  # never stops the command that opened the store
+            error = f"{entry.path}: {_unstorable(exc)}"
             store.import_warnings.append(f"Skipped legacy session file {error}")
         except UsageError:  # its lease is held: an older harness still runs it; next time
             continue

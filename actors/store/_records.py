@@ -9,16 +9,23 @@ state, no compactions) and checks what must be there.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from actors.core.errors import InvalidRecord
 from actors.core.ids import check_session_id
 from actors.core.messages import Message, text_of
 from actors.core.previews import result_label, typed_with_labels
-from actors.store._hostile import check_compactions, check_messages, check_values, decode_record
+from actors.store._hostile import (
+    check_compactions,
+    check_messages,
+    check_numbers,
+    check_state,
+    check_values,
+    decode_record,
+)
+from actors.store._results import Compaction
 
 FORMAT_VERSION = 1
 STATUSES = ("active", "saved", "aborted")
@@ -41,46 +48,32 @@ RECORD_FIELDS = (
 )
 
 
-@dataclass
-class ImportResult:
-    """What happened to one file given to import: imported, skipped (id present) or error."""
-
-    source: str
-    session_id: str | None = None
-    error: str | None = None
-    skipped: bool = False
-
-
-@dataclass
-class SessionInfo:
-    """Metadata of one session without its messages (cheap: one row and a count)."""
+class SessionRecord(TypedDict):
+    """A whole session as portable JSON (``load_session``; ``--export`` adds
+    ``format_version``): the metadata, the working context (``messages``, as it can be sent
+    now), the transcript and the compactions."""
 
     id: str
-    title: str
-    summary: str
-    status: str
-    archived: bool
     created_at: str
     updated_at: str
+    title: str
+    summary: str
+    archived: bool
+    status: str
     project_root: str
     parent_id: str | None
+    fork_point: int | None
+    title_source: str
     state: dict[str, Any]
-    context_messages: int
-    transcript_messages: int
-    compactions: list[dict[str, Any]] = field(default_factory=list)
-    fork_point: int | None = None  # the parent's message number the fork was cut after
-    title_source: str = ""  # "", "provisional", "model" or "user" (actors.core.titles)
-    preview: str = ""  # the latest thing the user typed, on one line
-    user_messages: int = 0  # messages the user typed
+    messages: list[Message]
+    transcript: list[Message]
+    compactions: list[Compaction]
 
 
-@dataclass(frozen=True)
-class Rewound:
-    """What a rewind did: the context now, the fork keeping what came after, and where."""
+class ExportedRecord(SessionRecord):
+    """A record as ``--export`` writes it: :class:`SessionRecord` and its format."""
 
-    messages: list[Any]
-    fork_id: str
-    before: int  # the user message the context now ends before
+    format_version: int
 
 
 def timestamp() -> str:
@@ -88,7 +81,7 @@ def timestamp() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def normalise_record(raw: Any, source: str) -> dict[str, Any]:
+def normalise_record(raw: Any, source: str) -> SessionRecord:
     """Check an imported record and fill missing fields; raise :class:`InvalidRecord` with
     one line naming ``source`` and the field (see :mod:`actors.store._hostile`)."""
     if not isinstance(raw, dict):
@@ -98,6 +91,7 @@ def normalise_record(raw: Any, source: str) -> dict[str, Any]:
     except ValueError:
         raise InvalidRecord(f"{source}: missing or invalid 'id'") from None
     check_values(raw, source)
+    check_numbers(raw, source, FORMAT_VERSION)
     check_messages(raw.get("messages"), "messages", source)
     record = copy.deepcopy(raw)
     now = timestamp()
@@ -115,8 +109,7 @@ def normalise_record(raw: Any, source: str) -> dict[str, Any]:
     record.setdefault("state", {})
     record.setdefault("compactions", [])
     check_messages(record["transcript"], "transcript", source)
-    if not isinstance(record["state"], dict):
-        raise InvalidRecord(f"{source}: state must be an object")
+    check_state(record["state"], source)
     if not isinstance(record["compactions"], list):
         raise InvalidRecord(f"{source}: compactions must be a list")
     check_compactions(record["compactions"], source)
@@ -136,10 +129,10 @@ def normalise_record(raw: Any, source: str) -> dict[str, Any]:
         if not isinstance(record[key], str):
             record[key] = str(record[key])
     record["archived"] = bool(record["archived"])
-    return {key: record[key] for key in RECORD_FIELDS}
+    return cast(SessionRecord, {key: record[key] for key in RECORD_FIELDS})
 
 
-def read_record_file(path: Path) -> dict[str, Any]:
+def read_record_file(path: Path) -> SessionRecord:
     """Parse one exported or legacy record file; raise :class:`InvalidRecord` naming it (and
     the field at fault)."""
     try:
@@ -149,7 +142,7 @@ def read_record_file(path: Path) -> dict[str, Any]:
     return normalise_record(decode_record(text, str(path)), str(path))
 
 
-def to_markdown(record: dict[str, Any]) -> str:
+def to_markdown(record: SessionRecord) -> str:
     """A readable transcript of a record for humans (``--export ID --format markdown``)."""
     lines = [f"# {record['title'] or 'Session ' + record['id']}", ""]
     lines.append(f"- id: `{record['id']}`")

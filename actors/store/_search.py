@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from actors.store._parts import Conn, SearchIndex
-from actors.store._rows import LISTED, listed
+from actors.store._results import FoundSession
+from actors.store._rows import LISTED, fetch_all, listed
 
 SNIPPET_RADIUS = 60
 SESSION_TEXT_BONUS = 3.0
@@ -67,7 +67,7 @@ def search(
     include_archived: bool,
     limit: int,
     project_root: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[FoundSession]:
     """The best ``limit`` sessions matching ``query`` (listing entries with a ``snippet``,
     and ``message``: the number of the message it was cut from, None for the title or
     summary), only those of ``project_root`` when given.
@@ -92,10 +92,10 @@ def search(
     among, params = index.rid_among(list(scores))
     recency = {
         rid: updated
-        for rid, updated, archived, project in conn.execute(
-            f"SELECT rid, updated_at, archived, project_root FROM sessions WHERE rid {among}",
+        for rid, updated, archived, project in fetch_all(
+            conn, f"SELECT rid, updated_at, archived, project_root FROM sessions WHERE rid {among}",
             params,
-        ).fetchall()
+        )
         if (include_archived or not archived)
         and (project_root is None or project == project_root)
     }
@@ -105,7 +105,8 @@ def search(
         return []
     items = {
         row[0]: listed(row[1:])
-        for row in conn.execute(
+        for row in fetch_all(
+            conn,
             f"SELECT rid, {LISTED} FROM sessions WHERE rid IN ({','.join('?' * len(ranked))})",
             ranked,
         )
@@ -121,9 +122,9 @@ def search(
     ).fetchall()) if hit_mids else {}
     results = []
     for rid in ranked:
-        item = items[rid]
         _, kind, key = shown[rid]
-        item["snippet"] = snippet(texts[kind].get(key, ""), terms)
-        item["message"] = numbers.get(key) if kind == "message" else None
-        results.append(item)
+        results.append(FoundSession(
+            **items[rid], snippet=snippet(texts[kind].get(key, ""), terms),
+            message=numbers.get(key) if kind == "message" else None,
+        ))
     return results

@@ -24,23 +24,39 @@ _SET_PHASE = (
     "INSERT INTO tool_calls (session_rid, call_id, phase) VALUES (?, ?, ?) "
     "ON CONFLICT (session_rid, call_id) DO UPDATE SET phase = excluded.phase"
 )
-_ONE_STATEMENT = 256  # answered calls deleted by one statement (a checkpoint's few)
+_SET_PHASES = (
+    "INSERT INTO tool_calls (session_rid, call_id, phase) VALUES {} "
+    "ON CONFLICT (session_rid, call_id) DO UPDATE SET phase = excluded.phase"
+)
+_ONE_STATEMENT = 256  # calls recorded or deleted by one statement (a checkpoint's few)
 
 
 def changes_of(messages: Sequence[Message], *, planned_calls: bool) -> dict[str, str | None]:
     """What appending ``messages`` does to the records: call id -> its new phase
-    (``"planned"``), or None where a result answers the call."""
+    (``"planned"``), or None where a result answers a call recorded before. A call made and
+    answered in the same messages (a batch of reads saved with its answer) was never
+    recorded: nothing is written for it."""
     phases: dict[str, str | None] = {}
+    made: set[str] = set()
     for message in messages:
         if message.get("role") == "tool":
-            phases[str(message.get("tool_call_id"))] = None
-        elif planned_calls:
-            phases.update(dict.fromkeys(call_ids_of(message), "planned"))
+            call_id = str(message.get("tool_call_id"))
+            if call_id in made:
+                phases.pop(call_id, None)
+            else:
+                phases[call_id] = None
+        else:
+            calls = call_ids_of(message)
+            made.update(calls)
+            if planned_calls:
+                phases.update(dict.fromkeys(calls, "planned"))
     return phases
 
 
 def apply(conn: Conn, rid: int, changes: dict[str, str | None]) -> None:
-    """Write :func:`changes_of`'s answer for session ``rid`` (at most two statements)."""
+    """Write :func:`changes_of`'s answer for session ``rid`` (at most two statements: the
+    answered calls' records deleted, the new ones recorded, each one statement whatever
+    their number)."""
     answered = [call_id for call_id, phase in changes.items() if phase is None]
     if len(answered) > _ONE_STATEMENT:  # an import: fewer than the placeholders allowed
         conn.executemany("DELETE FROM tool_calls WHERE session_rid = ? AND call_id = ?",
@@ -49,8 +65,11 @@ def apply(conn: Conn, rid: int, changes: dict[str, str | None]) -> None:
         conn.execute("DELETE FROM tool_calls WHERE session_rid = ? AND call_id IN ("
                      + ", ".join("?" * len(answered)) + ")", (rid, *answered))
     planned = [(rid, call_id, phase) for call_id, phase in changes.items() if phase]
-    if planned:
+    if len(planned) > _ONE_STATEMENT:
         conn.executemany(_SET_PHASE, planned)
+    elif planned:  # one statement for a checkpoint's few calls
+        conn.execute(_SET_PHASES.format(", ".join(["(?, ?, ?)"] * len(planned))),
+                     [value for row in planned for value in row])
 
 
 def mark_started(conn: Conn, rid: int, call_ids: Iterable[str]) -> None:

@@ -341,7 +341,7 @@ def load(memory_dir: Path, session_id: str) -> JSON:
     """The session's record, from a store opened for this check only."""
     store = SessionStore(memory_dir)
     try:
-        return store.load_session(session_id)
+        return dict(store.load_session(session_id))
     finally:
         store.close()
 

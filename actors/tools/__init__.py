@@ -25,7 +25,7 @@ from actors.tools.session_tools import SESSION_TOOLS
 from actors.tools.shell import RUN_BASH
 
 if TYPE_CHECKING:
-    from actors.store import Store
+    from actors.store import SessionReader
 
 TOOLS: dict[str, Tool] = {
     tool.name: tool
@@ -38,7 +38,7 @@ TOOLS: dict[str, Tool] = {
 COMPACT_TOOLS = ("read_file", "glob_files", "grep", "write_file", "edit_file", "run_bash")
 
 
-def startup_warnings(sandbox: Path, memory_dir: Path, store: Store) -> list[str]:
+def startup_warnings(sandbox: Path, memory_dir: Path, store: SessionReader) -> list[str]:
     """Warnings for the start of a session about where the tools run (blocking: use a thread)."""
     return sandbox_warnings(sandbox, protected_dirs(memory_dir, store))
 
@@ -74,7 +74,7 @@ __all__ = [
 ]
 
 
-def project_sandbox(sandbox: Path, memory_dir: Path, store: Store) -> Sandbox:
+def project_sandbox(sandbox: Path, memory_dir: Path, store: SessionReader) -> Sandbox:
     """The project as the tools see it (paths by descriptor, the harness's state protected),
     for the front end's own reads: approval diffs, ``@path`` attachments."""
     return Sandbox(sandbox, protected_dirs(memory_dir, store))

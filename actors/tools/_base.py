@@ -21,14 +21,14 @@ from actors.tools._sandbox import Sandbox
 
 if TYPE_CHECKING:
     from actors.core.planning import Planning
-    from actors.store import Store
+    from actors.store import SessionReader
 
 
 class SessionWriter(Protocol):
     """How a tool writes the running session: through the checkpoint writer, its only writer
     (the runtime's ``CheckpointClient``). Errors come back typed from the hierarchy."""
 
-    async def update(self, **fields: Any) -> None: ...
+    async def set_metadata(self, *, summary: str | None = None) -> None: ...
 
 
 class Permission(Enum):
@@ -49,7 +49,7 @@ class ProcessGroup:
     leader_start_time: int | None
 
 
-def protected_dirs(memory_dir: Path, store: Store) -> list[Path]:
+def protected_dirs(memory_dir: Path, store: SessionReader) -> list[Path]:
     """Directories no tool may read or write: the harness's own state (memory notes, input
     history, the SQLite store and its -wal, -shm and lock files)."""
     return [memory_dir, store.memory_dir]
@@ -62,7 +62,7 @@ class ToolContext:
     sandbox: Path
     memory_dir: Path
     planning: Planning
-    store: Store  # for reading saved sessions; its directory is protected from every tool
+    store: SessionReader  # saved sessions, read; its directory is protected from every tool
     session_id: str  # the running session
     writer: SessionWriter  # writes of the running session go through it
     progress: list[str] = field(default_factory=list)

@@ -7,7 +7,8 @@ another project's session is allowed, but those calls ask the user first in ever
 dangerouslySkipPermissions (:attr:`Tool.always_ask`). A session without a recorded project
 counts as another project's.
 
-They call the synchronous :class:`Store` in a worker thread. A store call is not
+They read through the store's read-only face (:class:`~actors.store.SessionReader`) in a
+worker thread, and write the summary through the checkpoint writer. A store call is not
 cancellable: a cancellation waits for the call (one short transaction) to finish. The store's
 usage and storage errors (bad or unknown id, session locked, disk failure) become
 :class:`ToolFailed` with the store's message.
@@ -16,7 +17,7 @@ usage and storage errors (bad or unknown id, session locked, disk failure) becom
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import anyio.to_thread
@@ -50,7 +51,7 @@ def _same_project(ctx: ToolContext, project_root: object) -> bool:
     return os.path.realpath(project_root) == os.path.realpath(ctx.sandbox)
 
 
-def _session_line(item: dict[str, Any], with_project: bool = False) -> str:
+def _session_line(item: Mapping[str, Any], with_project: bool = False) -> str:
     fields = [
         item["id"],
         _one_line(item.get("title") or "") or "(untitled)",
@@ -116,7 +117,7 @@ def _message_text(message: dict[str, Any]) -> str:
     return "\n".join(parts) or "(empty)"
 
 
-def format_session(record: dict[str, Any]) -> str:
+def format_session(record: Mapping[str, Any]) -> str:
     """A session's summary and up to :data:`READ_SESSION_CHARS` characters of transcript."""
     transcript = "\n".join(
         f"{m.get('role', '?')}: {_message_text(m)}"
@@ -163,7 +164,7 @@ async def write_session_summary(ctx: ToolContext, args: dict[str, Any]) -> str:
     if not summary:
         raise ToolFailed("The summary is empty.")
     try:  # through the checkpoint writer, the session's only writer
-        await ctx.writer.update(summary=summary)
+        await ctx.writer.set_metadata(summary=summary)
     except HarnessError as exc:
         raise ToolFailed(str(exc)) from None
     return "Saved session summary."

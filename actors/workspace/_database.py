@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Protocol
 
 from actors.core.errors import StorageError
-from actors.store._parts import Conn
+from actors.store import Conn
 
 WAL_LIMIT = 1024 * 1024  # the log is cut back to this after a checkpoint (a big snapshot
 # would otherwise leave it at its largest)
@@ -77,7 +77,7 @@ class Database(Protocol):
 
 class WorkspaceDatabase:
     """Transactions on the workspace objects file (the shape of the store's
-    :class:`~actors.store._parts.Transactions`: ``read()``, ``write()``, ``close()``)."""
+    :class:`actors.store`'s ``Transactions``: ``read()``, ``write()``, ``close()``)."""
 
     dialect = "sqlite"
 

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from actors.store._parts import Conn
+from actors.store import Conn
 
 if TYPE_CHECKING:
     from actors.workspace._database import Database

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors.core.errors import StorageError
-from actors.store._parts import Conn
+from actors.store import Conn
 from actors.workspace import _delta
 from actors.workspace._database import Database
 from actors.workspace._marks import SCHEMA as MARKS_SCHEMA

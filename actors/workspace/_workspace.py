@@ -55,13 +55,13 @@ from actors.workspace._snapshot import Limits, Snapshot, Snapshotter, read_bound
 from actors.workspace._tree import DIR, EXEC, FILE, LINK, PERMISSIONS, Change, Entry, blob_oid
 
 if TYPE_CHECKING:
-    from actors.store import Store
+    from actors.store import SessionReader
 
 LOCK_WAIT_SECONDS = 30.0
 OBJECTS_FILE = "objects.sqlite3"
 
 
-def open_objects(memory_dir: Path, store: Store | None = None) -> ObjectStore:
+def open_objects(memory_dir: Path, store: SessionReader | None = None) -> ObjectStore:
     """The object store beside ``store``: tables in its database for PostgreSQL, a file of
     its own in the memory dir for SQLite (or when no store is given).
 
@@ -69,16 +69,8 @@ def open_objects(memory_dir: Path, store: Store | None = None) -> ObjectStore:
     schema: a big snapshot then never holds the session store's connection (its checkpoints
     do not wait), and a failure of one is not taken for a failure of the other. Close it with
     :meth:`ObjectStore.close`."""
-    from actors.store.sqlite import SqliteStore
-
-    if store is not None and not isinstance(store, SqliteStore):
-        from actors.store.postgres._conn import PgConn, connect
-        from actors.store.postgres._database import PgDatabase
-
-        db = store.db
-        assert isinstance(db, PgDatabase)
-        own = PgDatabase(db.url, db.where, PgConn(connect(db.url, db.where)), db.namespace,
-                         db.keeper)
+    own = store.companion_database() if store is not None else None
+    if own is not None:
         try:
             return ObjectStore(PgObjects(own))
         except BaseException:

@@ -65,7 +65,7 @@ from actors.core.events import EventSink, Notice
 from actors.core.mailbox import answer, ask
 
 if TYPE_CHECKING:  # the engine is imported when the workspace is opened (the package's doc)
-    from actors.store import Store
+    from actors.store import SessionReader
     from actors.workspace._objects import ObjectStore
     from actors.workspace._rewind import Finished, Interrupted, RewindPlan, Rewound
     from actors.workspace._snapshot import KeptOut, Limits
@@ -277,7 +277,7 @@ class WorkspaceKeeper:
         *,
         project: Path,
         memory_dir: Path,
-        store: Store,
+        store: SessionReader,
         session_id: str,
         events: EventSink,
         limits: Limits | None = None,

@@ -51,7 +51,7 @@ from actors.core.config import Settings
 from actors.core.errors import ProjectMismatch, UsageError
 from actors.core.ids import new_session_id
 from actors.core.previews import one_line
-from actors.store import Store
+from actors.store import ListedSession, Store
 from repl.acp.errors import INTERNAL_ERROR, translated
 from repl.acp.session import ServedSession
 from repl.acp.updates import PromptBlock, prompt_text
@@ -248,7 +248,7 @@ def _offset(cursor: str | None) -> int:
     return int(cursor)
 
 
-def _info(item: dict[str, Any]) -> SessionInfo:
+def _info(item: ListedSession) -> SessionInfo:
     title = item["title"] or one_line(item["preview"] or "", 80) or None
     return SessionInfo(
         session_id=item["id"], cwd=item["project_root"], title=title,

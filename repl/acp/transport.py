@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from actors.core.errors import InvalidRecord
-from actors.store._hostile import check_values, decode_record
+from actors.store import check_values, decode_record
 
 log = logging.getLogger("harness.acp")
 

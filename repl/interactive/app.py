@@ -131,7 +131,7 @@ class Repl:
         """The project as the tools see it (during a turn or a command: the store is open)."""
         if self._project_files is None:
             self._project_files = ProjectFiles(self.settings.sandbox_dir,
-                                               self.settings.memory_dir, self._lazy_store.get())
+                                               self.settings.memory_dir, self._lazy_store.reader())
         return self._project_files
 
     # -- questions ------------------------------------------------------------------------
@@ -243,7 +243,7 @@ class Repl:
         if self._done.is_set():  # left at once: nothing to open
             return
         try:
-            store = await anyio.to_thread.run_sync(self._lazy_store.get)
+            store = await anyio.to_thread.run_sync(self._lazy_store.writable)
             if self._done.is_set():
                 return
             from actors.runtime.supervisor import Supervisor
@@ -389,7 +389,7 @@ class Repl:
 
     async def _command_context(self) -> CommandContext:
         if self._commands is None:
-            self._commands = CommandContext(await self._supervisor(), self._lazy_store.get(),
+            self._commands = CommandContext(await self._supervisor(), self._lazy_store.reader(),
                                             self.view, self._results,
                                             lambda: self.renderer.last_reasoning,
                                             project_root=str(self.settings.sandbox_dir),
@@ -513,8 +513,8 @@ async def _run_session(
     from actors.runtime.supervisor import Supervisor
 
     async with Supervisor.open(
-        settings, lazy_store.get(), events=send, resume=resume, continue_latest=continue_latest,
-        interactive=True,
+        settings, lazy_store.writable(), events=send, resume=resume,
+        continue_latest=continue_latest, interactive=True,
     ) as sup:
         repl = Repl(sup, settings, lazy_store, send)
         signals.on_interrupt = repl.interrupt

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from actors.store import Store
+from actors.store import SessionReader
 from repl.interactive.results import ResultLog
 from repl.interactive.view import SessionView
 
@@ -49,11 +49,11 @@ async def _no_models() -> list[str]:
 
 @dataclass
 class CommandContext:
-    """What a command may use: the supervisor's commands, the store to read other sessions,
-    and what the events said about this one."""
+    """What a command may use: the supervisor's commands (every write goes through them),
+    the store's read-only face to read sessions, and what the events said about this one."""
 
     sup: Supervisor
-    store: Store
+    store: SessionReader
     view: SessionView
     results: ResultLog = field(default_factory=ResultLog)
     reasoning: Callable[[], str] = lambda: ""  # the model's last reasoning

@@ -86,7 +86,7 @@ async def _resolve(ctx: CommandContext, prefix: str) -> str:
 async def _fork(ctx: CommandContext, argument: str) -> Reply:
     argument = await _resolve(ctx, argument) if argument else ""
     if argument and argument != ctx.view.session_id:
-        new_id = await anyio.to_thread.run_sync(ctx.store.fork, argument)
+        new_id = await ctx.sup.fork_session(argument)
     else:
         new_id = await ctx.sup.fork()
     source = argument or ctx.view.session_id

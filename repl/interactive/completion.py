@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ class HarnessCompleter(Completer):
     endpoint lists (asked once, then kept; completion runs in a thread of its own).
     """
 
-    def __init__(self, sessions: Callable[[], list[dict[str, Any]]], sandbox: Path,
+    def __init__(self, sessions: Callable[[], Sequence[Mapping[str, Any]]], sandbox: Path,
                  models: Callable[[], list[str]] = list) -> None:
         self._sessions = sessions
         self._sandbox = sandbox

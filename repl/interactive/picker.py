@@ -8,22 +8,25 @@ exchanges. Keys: Enter resumes; Ctrl-F forks it and resumes the fork (the origin
 it is); Ctrl-X archives it (``--unarchive`` brings it back); Ctrl-R renames it; Esc leaves
 without resuming anything.
 
-:func:`pick` answers what to resume (an id) or None. Store calls run in worker threads.
+:func:`pick` answers what to resume (an id) or None. The picker reads through the store's
+read-only face; its fork, archive and rename go through :mod:`repl.session_edits` (the
+running session's writer, or before any runs the store opened for writing). Store calls run
+in worker threads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-
 from actors.core.errors import HarnessError, UsageError
 from actors.core.previews import clean_title
-from actors.store import Store
+from actors.store import ListedSession, SessionReader, Store
 from repl import listing
 from repl.exchanges import exchange_lines
 from repl.interactive.chooser import Action, Chooser, Row
+from repl.session_edits import SessionEdits, StoreEdits
 
 PREVIEW_MESSAGES = 10
 SEARCH_LIMIT = 200
@@ -38,8 +41,10 @@ class Picked:
 
 
 class SessionPicker:
-    def __init__(self, store: Store, project_root: str | None, *, current: str | None = None):
+    def __init__(self, store: SessionReader, edits: SessionEdits, project_root: str | None, *,
+                 current: str | None = None):
         self.store = store
+        self.edits = edits
         self.project_root = project_root  # None: every project
         self.current = current  # the session the REPL runs (not offered)
         where = f"this project ({listing.project_name(project_root)})" if project_root else (
@@ -59,6 +64,7 @@ class SessionPicker:
     # -- rows and previews ------------------------------------------------------------------
 
     def load(self, query: str) -> tuple[str, list[Row]]:
+        items: Sequence[ListedSession]
         if query.strip():
             items = self.store.search_sessions(query, project_root=self.project_root,
                                                limit=SEARCH_LIMIT)
@@ -85,7 +91,7 @@ class SessionPicker:
 
     async def _fork(self, chooser: Chooser, row: Row) -> None:
         try:
-            new_id = await anyio.to_thread.run_sync(self.store.fork, row.key)
+            new_id = await self.edits.fork(row.key)
         except HarnessError as exc:
             chooser.say(str(exc))
             return
@@ -93,8 +99,7 @@ class SessionPicker:
 
     async def _archive(self, chooser: Chooser, row: Row) -> None:
         try:
-            await anyio.to_thread.run_sync(
-                lambda: self.store.update(row.key, archived=True))
+            await self.edits.archive(row.key)
         except HarnessError as exc:
             chooser.say(str(exc))
             return
@@ -108,7 +113,7 @@ class SessionPicker:
                 chooser.say("Not renamed: the title is empty.")
                 return
             try:
-                await anyio.to_thread.run_sync(lambda: self.store.update(row.key, title=title))
+                await self.edits.rename(row.key, title)
             except HarnessError as exc:
                 chooser.say(str(exc))
                 return
@@ -145,9 +150,10 @@ def nothing_to_resume(project_root: str | None, *, other: bool = False) -> str:
 
 
 def pick(store: Store, project_root: str | None) -> Picked | None:
-    """Show the picker (no event loop running: before the REPL starts). With nothing to
-    pick, a :class:`UsageError` says so instead (as ``--continue`` does)."""
-    picker = SessionPicker(store, project_root)
+    """Show the picker (no event loop running: before the REPL starts, so its edits go
+    through ``store``, opened for writing by the command line). With nothing to pick, a
+    :class:`UsageError` says so instead (as ``--continue`` does)."""
+    picker = SessionPicker(store.reader, StoreEdits(store), project_root)
     if not picker.chooser.first_rows():
         raise UsageError(nothing_to_resume(project_root))
     return picker.run()

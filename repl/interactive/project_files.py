@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from actors.core.errors import ToolFailed
-from actors.store import Store
+from actors.store import SessionReader
 
 if TYPE_CHECKING:  # the tools are imported at the first read, not before the first prompt
     from actors.tools import Sandbox
@@ -31,7 +31,7 @@ class FileRead:
 class ProjectFiles:
     """The project directory as the tools see it."""
 
-    def __init__(self, sandbox: Path, memory_dir: Path, store: Store) -> None:
+    def __init__(self, sandbox: Path, memory_dir: Path, store: SessionReader) -> None:
         self._sandbox, self._memory_dir, self._store = sandbox, memory_dir, store
 
     def _confined(self) -> Sandbox:

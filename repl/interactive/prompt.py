@@ -43,6 +43,7 @@ from repl.interactive.terminal import size
 from repl.interactive.view import SessionView
 
 if TYPE_CHECKING:
+    from actors.store import ListedSession
     from repl.lazy_store import LazyStore
 
 HISTORY_FILE = "history"
@@ -78,11 +79,11 @@ def above_the_prompt() -> Iterator[None]:
             sys.stdout, sys.stderr = stdout, stderr
 
 
-def _listed(lazy_store: LazyStore) -> list[dict[str, Any]]:
+def _listed(lazy_store: LazyStore) -> list[ListedSession]:
     """The sessions whose ids complete (in a worker thread: a store not open yet is opened
     here; one that cannot open offers none, and the run ends with its error)."""
     try:
-        return lazy_store.get().list_sessions(include_empty=False)
+        return lazy_store.reader().list_sessions(include_empty=False)
     except HarnessError:
         return []
 

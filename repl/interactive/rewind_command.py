@@ -29,6 +29,7 @@ from repl.interactive import rewind_files as files_ui
 from repl.interactive.chooser import Chooser, Row
 from repl.interactive.command_context import CommandContext, Reply, SwitchSession
 from repl.interactive.picker import SessionPicker, nothing_to_resume
+from repl.session_edits import RunEdits
 
 PREVIEW_CHARS = 900
 
@@ -112,7 +113,8 @@ async def resume(ctx: CommandContext, argument: str) -> Reply:
         if target == ctx.view.session_id:
             return Reply("That is this session.")
         raise SwitchSession(target)
-    picker = SessionPicker(ctx.store, ctx.project_root or None, current=ctx.view.session_id)
+    picker = SessionPicker(ctx.store, RunEdits(ctx.sup), ctx.project_root or None,
+                           current=ctx.view.session_id)
     if not await anyio.to_thread.run_sync(picker.chooser.first_rows):
         return Reply(nothing_to_resume(ctx.project_root or None, other=True))
     picked = await picker.run_async()

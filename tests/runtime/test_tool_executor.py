@@ -24,7 +24,7 @@ from actors.core.planning import Planning
 from actors.core.turn import Turn
 from actors.runtime.checkpoint_writer import CheckpointClient, Write, run_checkpoint_writer
 from actors.runtime.context import WorkingContext
-from actors.runtime.recovery import settle_batch
+from actors.runtime.recovery import answer_batch, save_batch
 from actors.runtime.tool_executor import BatchOutcome, ToolBatch, ToolExecutor, without_effects
 from actors.store import SessionStore
 from actors.tools import Permission, Tool, ToolContext
@@ -92,8 +92,9 @@ class Harness:
                     allowed: int = 100) -> BatchOutcome:
         """Save the assistant message with ``calls`` (write-ahead: planned), run them."""
         self.context.messages.append({"role": "assistant", "content": None, "tool_calls": calls})
-        await self.writer.checkpoint(self.context.messages, planned_calls=True)
-        self.context.saved_len = len(self.context.messages)
+        at, new = self.context.unsaved()  # as the supervisor saves
+        await self.writer.append(new, at=at, planned_calls=True)
+        self.context.saved_len = at + len(new)
         outcome: BatchOutcome = await ask(
             self.tools, lambda reply: ToolBatch(calls, turn or Turn(), allowed, reply),
             "tool executor",
@@ -119,7 +120,7 @@ async def harness(store: SessionStore, tmp_path: Path, *, tool_timeout: float = 
     seen: list[Event] = []
     executor = ToolExecutor(
         mode=mode, timeout=tool_timeout, max_output_bytes=32_000, sandbox=tmp_path,
-        memory_dir=tmp_path / "memory", store=store,
+        memory_dir=tmp_path / "memory", store=store.reader,
         writer=CheckpointClient(writes.clone(), sid), events=EventSink(events_send),
         planning=Planning(), tools=TOOLS,
     )
@@ -219,7 +220,8 @@ async def test_an_executor_crash_ends_in_the_stores_recovery(
         assert isinstance(batch.crash, ActorCrashed)
         assert "tool executor failed (AttributeError" in str(batch.crash)
         assert [o.call_id for o in batch.outcomes] == ["a"]  # decided before the crash
-        failure = await settle_batch(h.context, h.writer, calls, batch)
+        answer_batch(h.context, calls, batch)  # as the supervisor settles a batch
+        failure = await save_batch(h.context, h.writer)
         next_batch = await h.batch([call("d", "note")])  # the executor goes on serving
     assert failure is None
     results = {m["tool_call_id"]: m["content"] for m in h.context.messages
@@ -258,7 +260,8 @@ async def test_a_batch_whose_answer_is_not_saved_runs_only_reads_without_records
         assert isinstance(outcome.crash, ActorCrashed)  # "broken" is a read with a bug
         # the answer is saved with what was decided; the call left open: outcome unknown
         h.context.messages.append({"role": "assistant", "content": None, "tool_calls": calls})
-        assert await settle_batch(h.context, h.writer, calls, outcome) is None
+        answer_batch(h.context, calls, outcome)
+        assert await save_batch(h.context, h.writer) is None
         assert await h.batch([call("d", "note")])  # an answer saved first: recorded
     assert ran == ["note", "broken", "note"]  # the edit never ran
     assert started == [["d"]]

@@ -11,6 +11,7 @@ root mounts in the test's own namespace; otherwise the tests are skipped, or fai
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import selectors
 import sqlite3
@@ -27,6 +28,7 @@ from actors.core.messages import pairing_problems
 from actors.store import SessionStore
 from actors.testing.scripted_server import Reply, ScriptedServer, ToolCall, tool_pairing_errors
 from tests.support.clitools import REPO, harness
+from tests.support.stores import without_tails
 from tests.support.strict import unavailable
 
 NAMESPACE_READY_S = 10
@@ -207,6 +209,59 @@ def test_read_only_store_is_reported_with_its_cause(
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "read-only" in result.stderr.lower()
     assert SessionStore(memory_dir).info(sid).title == ""
+
+
+@pytest.mark.slow
+def test_a_read_only_store_is_read_and_says_so_and_refuses_writes_in_one_line(
+    memory_dir: Path, mounts: Mounts, tmp_path: Path
+) -> None:
+    store = SessionStore(memory_dir)
+    one = store.create_session(messages=[{"role": "system", "content": "s"}], title="Alpha")
+    store.checkpoint(one, [{"role": "system", "content": "s"},
+                           {"role": "user", "content": "find the platypus"}])
+    two = store.create_session(messages=[{"role": "system", "content": "s"},
+                                         {"role": "user", "content": "second one"}])
+    store.catch_up_index()
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    mounts.mount("--bind", str(memory_dir), str(read_only))
+    mounts.mount("-o", "remount,ro,bind", str(read_only))
+    project = tmp_path / "project"
+    project.mkdir()
+
+    def reads(*, log_left: bool) -> None:
+        """Every reading command works, and says the store is read-only."""
+        for args, shows in ((("--list-sessions", "--all"), [one, two]),
+                            (("--search", "platypus", "--all"), [one]),
+                            (("--info", one), ["Alpha"]), (("--export", two), ["second one"])):
+            result = harness_in(mounts, *args, memory_dir=read_only, cwd=project)
+            assert result.returncode == 0, (log_left, args, result.stderr)
+            assert "read-only" in result.stderr and "Traceback" not in result.stderr
+            assert all(text in result.stdout for text in shows), (args, result.stdout)
+        assert [s["id"] for s in json.loads(harness_in(
+            mounts, "--list-sessions", "--all", "--json", memory_dir=read_only).stdout)] == [
+            two, one]
+
+    reads(log_left=True)  # the writer still has the store open: its -wal and -shm are there
+    store.close()
+    reads(log_left=False)  # closed cleanly: the database file alone
+    without_tails(memory_dir / "sessions.sqlite3", 8)  # as an earlier harness left it:
+    reads(log_left=False)  # read as it is, the migration it awaits not made
+    with ScriptedServer([Reply("never asked")]) as server:
+        writes = [("--rename", one, "new title"), ("--delete", two, "--yes"), ("--fork", one),
+                  ("--archive", one), ("-p", "hello", "--base-url", server.base_url),
+                  ("--resume", one, "-p", "hello", "--base-url", server.base_url)]
+        for args in writes:
+            result = harness_in(mounts, *args, memory_dir=read_only, cwd=project)
+            assert result.returncode == 1, (args, result.stderr)
+            said = [line for line in result.stderr.splitlines()
+                    if "the session store is read-only" not in line]
+            assert len(said) == 1 and "read-only" in said[0], (args, result.stderr)
+        assert server.requests == []
+    after = SessionStore(memory_dir)
+    assert [s["id"] for s in after.list_sessions()] == [two, one]
+    assert after.info(one).title == "Alpha"
+    after.close()
 
 
 @pytest.mark.slow

@@ -59,6 +59,24 @@ HOSTILE: dict[str, tuple[str, str]] = {
     "nan": (json.dumps(record("hostile9")).rstrip("}") + ', "state": {"n": NaN}}', "state.n"),
     "transcript-role": (json.dumps(record("hostile10", transcript=[{"content": "no role"}])),
                         "transcript[0].role"),
+    "tokens-overflow": (json.dumps(record("hostile11", compactions=[
+        {"summary": "s", "before_tokens": 10**23, "after_tokens": 1}])),
+        "compactions[0].before_tokens"),
+    "tokens-negative": (json.dumps(record("hostile12", compactions=[
+        {"summary": "s", "before_tokens": 5, "after_tokens": -1}])),
+        "compactions[0].after_tokens"),
+    "fork-point-huge": (json.dumps(record("hostile13", fork_point=10**23)), "fork_point"),
+    "fork-point-negative": (json.dumps(record("hostile14", fork_point=-3)), "fork_point"),
+    "usage-negative": (json.dumps(record("hostile15", state={"total_tokens_in": -1})),
+                       "state.total_tokens_in"),
+    "usage-text": (json.dumps(record("hostile16", state={"calls": "many"})), "state.calls"),
+    "cost-huge": (json.dumps(record("hostile17", state={"total_cost_usd": 1e300})),
+                  "state.total_cost_usd"),
+    "inherited-huge": (json.dumps(record("hostile18", state={
+        "inherited_usage": {"calls": 10**30}})), "state.inherited_usage.calls"),
+    "integer-beyond-64-bits": (json.dumps(record("hostile19", state={"x": 2**64})), "state.x"),
+    "newer-format": (json.dumps({"format_version": 7, **record("hostile20")}),
+                     "format_version"),
 }
 
 

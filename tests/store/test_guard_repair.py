@@ -152,7 +152,7 @@ def test_a_damaged_store_in_use_by_a_live_harness_is_not_replaced(memory_dir: Pa
 
 def test_an_older_harness_holding_only_a_lease_also_stops_the_swap(memory_dir: Path) -> None:
     originals = sessions_with_pages(memory_dir, count=3)
-    overwrite_page(memory_dir, root_page(memory_dir, "sessions_recent"))
+    overwrite_page(memory_dir, root_page(memory_dir, "sessions_listed"))
     sid = next(iter(originals))
     lock = memory_dir / "sessions" / f"{sid}.lock"
     older = (  # the lease as an older harness takes it: no store users lock
@@ -195,10 +195,10 @@ def test_index_entries_that_disagree_are_reindexed_beside_a_live_harness(
     with contextlib.closing(sqlite3.connect(memory_dir / "sessions.sqlite3")) as raw:
         pages = dict(raw.execute(
             "SELECT name, rootpage FROM sqlite_schema WHERE name IN "
-            "('sessions_recent', 'sqlite_autoindex_transcript_1')"))
+            "('sessions_listed', 'sqlite_autoindex_transcript_1')"))
         raw.execute("PRAGMA writable_schema = ON")
-        for name, other in (("sessions_recent", "sqlite_autoindex_transcript_1"),
-                            ("sqlite_autoindex_transcript_1", "sessions_recent")):
+        for name, other in (("sessions_listed", "sqlite_autoindex_transcript_1"),
+                            ("sqlite_autoindex_transcript_1", "sessions_listed")):
             raw.execute("UPDATE sqlite_schema SET rootpage = ? WHERE name = ?",
                         (pages[other], name))
         raw.commit()

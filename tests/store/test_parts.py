@@ -272,8 +272,11 @@ def test_a_store_is_its_parts(tmp_path: Path) -> None:
 
 def test_write_ahead_changes_of_a_batch() -> None:
     batch = [call("a", "b"), {"role": "tool", "tool_call_id": "a", "content": "done"}]
-    assert changes_of(batch, planned_calls=True) == {"a": None, "b": "planned"}
-    assert changes_of(batch, planned_calls=False) == {"a": None}
+    # "a", made and answered here, was never recorded: nothing is written for it
+    assert changes_of(batch, planned_calls=True) == {"b": "planned"}
+    assert changes_of(batch, planned_calls=False) == {}
+    results = [{"role": "tool", "tool_call_id": "b", "content": "done"}]  # recorded before
+    assert changes_of(results, planned_calls=False) == {"b": None}
     notice = notice_for({"b": "planned", "c": "started"})
     assert [notice(i) for i in ("b", "c", "untracked")] == [
         NOT_STARTED_NOTICE, INTERRUPTED_NOTICE, INTERRUPTED_NOTICE]

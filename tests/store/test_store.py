@@ -5,6 +5,7 @@ PostgreSQL server (a fresh schema per test) when AGENT_HARNESS_TEST_PG is set.""
 from __future__ import annotations
 
 import json
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -159,36 +160,31 @@ def _statements_of(store: Store, write: Any) -> list[str]:
 def test_an_append_costs_the_same_statements_whatever_it_appends(store: Store) -> None:
     sid = store.create_session(messages=[SYSTEM], title="named")  # no provisional title
     at = 1
-    journaled = isinstance(store, SessionStore)  # SQLite: a journal row, the rows follow
 
-    def append(messages: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
-        """The append's statements, and (journaled) those of applying it."""
+    def append(messages: list[dict[str, Any]], planned: bool = False) -> list[str]:
         nonlocal at
         with store.lease(sid):
-            statements = _statements_of(
-                store, lambda: store.append(sid, messages, at=at, state={"n": at}))
-            applied = _statements_of(store, store.apply_journal) if journaled else []
+            statements = _statements_of(store, lambda: store.append(
+                sid, messages, at=at, state={"n": at}, planned_calls=planned))
         at += len(messages)
-        return statements, applied
+        return statements
 
-    one, one_applied = append([assistant("one")])
-    many, many_applied = append([assistant(None, "c1", "c2"), result("c1"), result("c2"),
-                                 user("next"), assistant("five")])
-    if journaled:  # the durable commit is one row, whatever it holds
-        for own in (one, many):
-            written = [s for s in own if s.startswith(("INSERT", "UPDATE", "DELETE"))]
-            assert len(written) == 1 and written[0].startswith("INSERT INTO journal")
-            assert len(own) == len(one)
-        one, many = one_applied, many_applied
-    # the transcript rows, the context rows, the write-ahead records: one statement each
+    one = append([assistant("one")])
+    calls = append([assistant(None, "c1", "c2")], planned=True)  # + their records, planned
+    many = append([result("c1"), result("c2"), user("next"), assistant("five")])
+    reads = append([assistant(None, "r1"), result("r1")])  # a batch saved with its answer
+    # the transcript rows, the write-ahead records: one statement each; the context takes
+    # in the transcript's new rows as its tail, without a row of its own
+    assert len(calls) == len(one) + 1  # + the one that records the two calls, planned
     assert len(many) == len(one) + 1  # + the one that deletes the two calls' records
+    assert len(reads) == len(one)  # never recorded: nothing to delete
     assert sum("INSERT INTO transcript" in s for s in many) == 1
-    assert sum("INSERT INTO context" in s for s in many) == 1
+    assert not any(re.search(r"(INTO|FROM|UPDATE) context\b", s) for s in one + many)
     # the session row's counters are read, not its state (nor anything else it holds)
-    reads = [s for s in many if s.startswith("SELECT") and "FROM sessions" in s]
-    assert len(reads) == 1 and "state" not in reads[0]
-    assert [m["content"] for m in store.load_context(sid)][-5:] == [
-        None, "ok", "ok", "next", "five"]
+    selects = [s for s in many if s.startswith("SELECT") and "FROM sessions" in s]
+    assert len(selects) == 1 and "state" not in selects[0]
+    assert [m["content"] for m in store.load_context(sid)][-7:] == [
+        None, "ok", "ok", "next", "five", None, "ok"]
 
 
 def test_rows_near_the_end_of_the_rowid_range_are_read_back(memory_dir: Path) -> None:
@@ -199,9 +195,9 @@ def test_rows_near_the_end_of_the_rowid_range_are_read_back(memory_dir: Path) ->
         store.db.connection.execute(
             "UPDATE transcript SET mid = ? WHERE session_rid = (SELECT rid FROM sessions"
             " WHERE id = ?)", (2**62 + 10, other))
-    with store.lease(sid):
-        store.append(sid, [user("a"), assistant("b")], at=1)
-    store.apply_journal()  # the rows follow the journal's row
+    with store.lease(sid):  # new transcript rows the context's own rows point at
+        store.replace_context(sid, [SYSTEM, user("a"), assistant("b")],
+                              new_in_transcript=[user("a"), assistant("b")])
     with store.db.lock:
         mids = [mid for (mid,) in store.db.connection.execute(
             "SELECT c.mid FROM context c JOIN sessions s ON s.rid = c.session_rid"

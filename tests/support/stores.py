@@ -161,6 +161,26 @@ def pending_index(store: Store) -> int:
                                 "(SELECT upto FROM index_state)").fetchone()[0])
 
 
+def without_tails(db_path: Path, version: int) -> None:
+    """Make the SQLite store at ``db_path`` (closed) one of an earlier ``version`` (7 or 8):
+    every context written as rows of its own, no ``tail_from`` nor ``listed_at`` (schema 9
+    added them), the listing's index on ``updated_at``, as an earlier harness left it."""
+    import sqlite3
+
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        conn.execute("INSERT INTO context (session_rid, pos, mid) SELECT t.session_rid,"
+                     " s.context_len - s.transcript_len + t.seq, t.mid FROM transcript t"
+                     " JOIN sessions s ON s.rid = t.session_rid WHERE t.seq >= s.tail_from")
+        conn.execute("DROP INDEX sessions_listed")
+        conn.execute("ALTER TABLE sessions DROP COLUMN tail_from")
+        conn.execute("ALTER TABLE sessions DROP COLUMN listed_at")
+        conn.execute("CREATE INDEX sessions_recent ON sessions (archived, updated_at DESC)")
+        conn.execute(f"PRAGMA user_version = {int(version)}")
+    finally:
+        conn.close()
+
+
 def info_of(memory_dir: Path, session_id: str) -> SessionInfo:
     """A session's info, read from the SQLite store in ``memory_dir``."""
     with SessionStore(memory_dir) as store:

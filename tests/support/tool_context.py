@@ -1,6 +1,7 @@
 """Tool contexts for tests of the tools on their own: a real session store and session, and a
 writer that writes the session straight to that store (in the harness, the checkpoint writer
-does; tools see the same ``update`` either way)."""
+does; tools see the same ``set_metadata`` either way). Tools read through the store's
+read-only face, as in the harness."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -24,8 +24,9 @@ class DirectWriter:
     store: SessionStore
     session_id: str
 
-    async def update(self, **fields: Any) -> None:
-        await anyio.to_thread.run_sync(lambda: self.store.update(self.session_id, **fields))
+    async def set_metadata(self, *, summary: str | None = None) -> None:
+        await anyio.to_thread.run_sync(
+            lambda: self.store.update(self.session_id, summary=summary))
 
 
 @dataclass
@@ -39,7 +40,7 @@ class ToolSession:
                 planning: Planning | None = None) -> ToolContext:
         return ToolContext(
             sandbox=sandbox, memory_dir=memory_dir, planning=planning or Planning(),
-            store=self.store, session_id=self.session_id,
+            store=self.store.reader, session_id=self.session_id,
             writer=DirectWriter(self.store, self.session_id),
         )
 

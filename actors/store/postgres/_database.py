@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -46,8 +46,6 @@ class PgDatabase:
     """
 
     damage_hint = "delete it (--delete ID --yes) or restore it from an export or a backup"
-    # No journal here: a checkpoint writes its rows (actors.store._journal).
-    settle: Callable[[], None] | None = None
 
     def __init__(
         self, url: str, where: str, conn: PgConn, namespace: str, keeper: _lease.LeaseKeeper
@@ -63,6 +61,11 @@ class PgDatabase:
     @property
     def location(self) -> str:
         return f"{self.where} (schema {self.namespace})"
+
+    def companion(self) -> PgDatabase:
+        """A connection of its own to this database and schema (same lease keeper)."""
+        return PgDatabase(self.url, self.where, PgConn(connect(self.url, self.where)),
+                          self.namespace, self.keeper)
 
     def close(self) -> None:
         with self.lock:
@@ -102,7 +105,7 @@ class PgDatabase:
                 raise
 
     @contextlib.contextmanager
-    def write(self, *leased: str, durable: bool = True, settled: bool = True) -> Iterator[Conn]:
+    def write(self, *leased: str, durable: bool = True) -> Iterator[Conn]:
         """One transaction in pipeline mode: statements whose results are not read travel
         together, so a checkpoint costs about three round trips (the session row, the new
         transcript ids, the rest with COMMIT) whatever it appends.

@@ -30,7 +30,7 @@ import psycopg
 
 from actors.core.errors import StorageError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -140,6 +140,17 @@ _MIGRATIONS: dict[int, list[str]] = {
     5: [
         "ALTER TABLE transcript ADD COLUMN IF NOT EXISTS shape TEXT",
         "ALTER TABLE transcript ADD COLUMN IF NOT EXISTS tokens BIGINT",
+    ],
+    # An append writes no context row (the context's tail), and the listing's index follows
+    # updated_at to the second (see the SQLite schema, 9).
+    6: [
+        "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS tail_from BIGINT NOT NULL DEFAULT 0",
+        "UPDATE sessions SET tail_from = transcript_len",
+        """ALTER TABLE sessions ADD COLUMN IF NOT EXISTS listed_at TEXT COLLATE "C" NOT NULL
+            DEFAULT ''""",
+        "UPDATE sessions SET listed_at = substr(updated_at, 1, 19)",
+        "DROP INDEX IF EXISTS sessions_recent",
+        "CREATE INDEX IF NOT EXISTS sessions_listed ON sessions (archived, listed_at DESC)",
     ],
 }
 

@@ -32,9 +32,6 @@ class PostgresStore(Store):
     it. Raises :class:`StorageError` when the server cannot be reached.
     """
 
-    db: PgDatabase
-    leases: _lease.PgLeases
-
     def __init__(
         self, url: str, memory_dir: str | os.PathLike[str], *, import_legacy: bool = True
     ) -> None:
@@ -50,6 +47,7 @@ class PostgresStore(Store):
         keeper = _lease.attach(url, where, namespace)
         db = PgDatabase(url, where, conn, namespace, keeper)
         leases = _lease.PgLeases(keeper, namespace, db)
+        self._database, self._advisory = db, leases
         try:
             super().__init__(path, Backend(db, leases, TrigramIndex()), import_legacy=import_legacy)
         except BaseException:
@@ -58,3 +56,11 @@ class PostgresStore(Store):
             raise
         self.url = url
         self.namespace = namespace
+
+    @property
+    def db(self) -> PgDatabase:
+        return self._database
+
+    @property
+    def leases(self) -> _lease.PgLeases:
+        return self._advisory

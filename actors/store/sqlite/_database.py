@@ -20,13 +20,14 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from actors.core.errors import CorruptSession, HarnessError, StorageError
 from actors.store._parts import Conn
 from actors.store._records import timestamp
-from actors.store.sqlite._schema import migrate
+from actors.store._rows import is_undecodable
+from actors.store.sqlite._schema import check_readable, migrate
 from actors.store.sqlite._users import StoreUsers
 from actors.store.sqlite._wal_watch import WalWatch
 
@@ -54,6 +55,8 @@ def translation(exc: BaseException, db_path: Path,
     may well be readable); None for any other exception (it goes on as it is)."""
     if isinstance(exc, sqlite3.Error):
         code = _primary_code(exc)
+        if session_id is not None and is_undecodable(exc):  # text that is not UTF-8
+            return CorruptSession(session_id, f"{exc}; {DOCTOR_HINT}")
         if code in (11, 26):  # SQLITE_CORRUPT, SQLITE_NOTADB
             if session_id is not None:
                 return CorruptSession(session_id, f"{exc}; {DOCTOR_HINT}")
@@ -93,18 +96,15 @@ class _DurableWrite:
     whole on any exception), errors translated (:func:`translation`). A class rather than
     nested generators: their entering and leaving was a tenth of an append's own time."""
 
-    __slots__ = ("conn", "db", "settled")
+    __slots__ = ("conn", "db")
 
-    def __init__(self, db: SqliteDatabase, settled: bool) -> None:
+    def __init__(self, db: SqliteDatabase) -> None:
         self.db = db
-        self.settled = settled
 
     def __enter__(self) -> sqlite3.Connection:
         db = self.db
         db.lock.acquire()
         try:
-            if self.settled and db.settle is not None:
-                db.settle()
             db._check_side_files()  # may reopen: read the connection after it
             conn = self.conn = db.connection
             conn.execute("BEGIN IMMEDIATE")
@@ -172,6 +172,12 @@ def pad_if_truncated(db_path: Path) -> str | None:
     )
 
 
+def _writable(path: Path) -> bool:
+    """Whether the database at ``path`` can be written: its directory (where SQLite keeps
+    its ``-wal`` and ``-shm``) and the file, if there is one."""
+    return os.access(path.parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
+
+
 def is_busy(exc: BaseException) -> bool:
     """Whether ``exc`` (or its cause) says the database is locked by someone else, as
     opposed to damaged: a busy store must never be treated as a broken one."""
@@ -195,22 +201,47 @@ class SqliteDatabase:
     """
 
     damage_hint = DOCTOR_HINT
-    settle: Callable[[], None] | None = None
 
     def __init__(self, db_path: Path, *, busy_timeout: float = 10.0) -> None:
         self.path = db_path
         self.warnings: list[str] = []
         self.lock = threading.RLock()  # guards the connection (the doctor holds it too)
+        # A file system mounted read-only (as ext4 remounts itself after an I/O error), or
+        # a directory or file this user may not write: read what is there, write nothing.
+        self.read_only = not _writable(db_path)
         self.users = StoreUsers(db_path.parent)
-        self.users.share()
+        self.users.share(read_only=self.read_only)
         self._busy_timeout = busy_timeout
         self._watch = WalWatch(db_path)
         try:
-            self.connection = self._connect(busy_timeout)
+            self.connection = (self._connect_read_only() if self.read_only
+                               else self._connect(busy_timeout))
         except BaseException:
             self.users.close()
             raise
-        self._watch.start()
+        if not self.read_only:
+            self._watch.start()
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """The database opened for reading only: through its write-ahead log where one was
+        left (SQLite then needs its ``-shm`` too, as left beside it), else as an unchanging
+        file (nothing can change it here). Its schema must be one this version reads."""
+        db_path = self.path
+        if not db_path.exists():
+            raise StorageError(f"The session store's directory is read-only and holds no "
+                               f"store ({db_path}).")
+        log = db_path.with_name(db_path.name + "-wal")
+        how = "mode=ro" if log.exists() and log.stat().st_size else "immutable=1"
+        with translated(db_path):
+            conn = sqlite3.connect(f"{db_path.as_uri()}?{how}", uri=True, isolation_level=None,
+                                   check_same_thread=False)
+            try:
+                check_readable(conn)
+            except BaseException:
+                conn.close()
+                raise
+        conn.row_factory = sqlite3.Row
+        return conn
 
     def _connect(self, busy_timeout: float) -> sqlite3.Connection:
         db_path = self.path
@@ -230,7 +261,7 @@ class SqliteDatabase:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = FULL")
                 conn.execute("PRAGMA foreign_keys = OFF")
-                migrate(conn)
+                self.warnings += migrate(conn)
         except BaseException:
             conn.close()
             raise
@@ -240,6 +271,10 @@ class SqliteDatabase:
     def location(self) -> str:
         return str(self.path)
 
+    def companion(self) -> None:
+        """None: the workspace keeps a file of its own beside this one."""
+        return None
+
     def close(self) -> None:
         with self.lock:
             self.connection.close()
@@ -248,30 +283,27 @@ class SqliteDatabase:
     @contextlib.contextmanager
     def read(self, session_id: str | None = None) -> Iterator[Conn]:
         with self.lock, translated(self.path, session_id):
-            if self.settle is not None:
-                with contextlib.suppress(HarnessError):  # read what is applied (read-only)
-                    self.settle()
             self.connection.execute("BEGIN")
             try:
                 yield self.connection
             finally:
                 self.connection.execute("COMMIT")
 
-    def write(self, *leased: str, durable: bool = True,
-              settled: bool = True) -> contextlib.AbstractContextManager[Conn]:
+    def write(self, *leased: str, durable: bool = True) -> contextlib.AbstractContextManager[Conn]:
         """``durable=False``: ``synchronous=NORMAL`` for this transaction, whose COMMIT then
         writes the log without syncing it; the next ``FULL`` commit's sync covers it. Such a
         write (the search index) does not look at the side files either: the next durable
         write does, and reports a deleted log to the user, whose data (this write's too) is
-        then written back. ``settled=False``: :attr:`settle` is not run first."""
+        then written back. A read-only store refuses at once, in words."""
+        if self.read_only:
+            raise StorageError(f"The session store is read-only ({self.path}): nothing can "
+                               "be saved.")
         # A flock lease cannot be lost while its process lives: nothing to check for ``leased``.
-        return _DurableWrite(self, settled) if durable else self._derived_write()
+        return _DurableWrite(self) if durable else self._derived_write()
 
     @contextlib.contextmanager
     def _derived_write(self) -> Iterator[Conn]:
         with self.lock, translated(self.path):
-            if self.settle is not None:
-                self.settle()
             conn = self.connection
             conn.execute("PRAGMA synchronous = NORMAL")
             try:

@@ -12,9 +12,7 @@ are built anew:
   rows of the gap one by one, so one bad page loses only the rows on it;
 * each session's ``context``, ``compactions`` and write-ahead ``tool_calls`` (tables keyed by
   the session) are read per session, position by position when a range fails;
-* every row is checked (types, JSON, a chat message) before it is kept;
-* checkpoints still in the journal (a writer killed before it applied them) follow their
-  session's transcript and context.
+* every row is checked (types, JSON, a chat message) before it is kept.
 
 Each session keeps its id and metadata. A session that lost rows gets what remains: its
 transcript rows in order, its context from the readable positions (or, if none is readable,
@@ -38,11 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from actors.core.errors import CorruptSession, InvalidRecord
+from actors.core.errors import InvalidRecord
 from actors.core.ids import check_session_id, new_session_id
 from actors.core.messages import Message, repair
 from actors.store._hostile import importable
-from actors.store._journal import decode
 from actors.store._records import timestamp
 from actors.store._write_ahead import notice_for
 from actors.store.sqlite._store import SqliteStore
@@ -179,13 +176,18 @@ class _Session:
     rid: int
     row: dict[str, Any]
     transcript: dict[int, tuple[int, Message]] = field(default_factory=dict)  # seq -> (mid, m)
-    journaled: list[Message] = field(default_factory=list)  # after the context, in order
 
 
 def _read_sessions(conn: sqlite3.Connection, salvage: Salvage) -> dict[int, _Session]:
     columns = ("id, created_at, updated_at, title, summary, archived, status, project_root, "
-               "parent_id, state, context_len, transcript_len")
-    names = [c.strip() for c in columns.split(",")]
+               "parent_id, state, context_len, transcript_len, ")
+    try:
+        present = {str(r[1]) for r in conn.execute("PRAGMA table_info(sessions)")}
+    except sqlite3.DatabaseError:
+        present = set()
+    # Before schema 10 every context was explicit: its tail starts after the transcript.
+    columns += "tail_from" if "tail_from" in present else "transcript_len AS tail_from"
+    names = [c.split()[-1] for c in columns.split(",")]
     sessions: dict[int, _Session] = {}
     seen_ids: set[str] = set()
     for rid, *values in _scan(conn, "sessions", columns, "rid", salvage):
@@ -215,55 +217,32 @@ def _read_transcripts(conn: sqlite3.Connection, sessions: dict[int, _Session],
         owner.transcript.setdefault(seq, (mid, message))
 
 
-def _read_journal(conn: sqlite3.Connection, sessions: dict[int, _Session],
-                  salvage: Salvage) -> None:
-    """Checkpoints still in the journal (their writer was killed before they were applied:
-    actors.store._journal): their messages follow the session's transcript and context,
-    and their state replaces its own."""
-    try:
-        present = conn.execute(
-            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'journal'").fetchone()
-    except sqlite3.DatabaseError:
-        return
-    if present is None:  # a store from before the journal
-        return
-    for jid, rid, text in _scan(conn, "journal", "session_rid, entry", "jid", salvage):
-        session = sessions.get(rid) if isinstance(rid, int) else None
-        try:
-            entry = decode(int(jid), text)
-        except (CorruptSession, TypeError, ValueError):
-            salvage.unreadable_rows += 1
-            continue
-        if session is None or session.row["id"] != entry.session_id:
-            salvage.unreadable_rows += 1  # its session's row was lost
-            continue
-        for i, message in enumerate(entry.plain):  # mids of their own: below every real one
-            seq = entry.before.transcript_len + i
-            session.transcript.setdefault(seq, (-(int(jid) << 16) - i, message))
-        session.journaled.extend(entry.plain)
-        if entry.state is not None:
-            session.row["state"] = entry.state
-
-
 def _context(conn: sqlite3.Connection, session: _Session, length: int
              ) -> tuple[list[Message], bool]:
-    """The readable context of a session and whether it is whole."""
+    """The readable context of a session (its explicit rows, then its tail: the transcript
+    from ``tail_from`` on) and whether it is whole."""
+    row = session.row
+    tail_from, transcript_len = row.get("tail_from"), row.get("transcript_len")
+    if not isinstance(tail_from, int) or not isinstance(transcript_len, int):
+        tail_from = transcript_len = 0
+    explicit = length - (transcript_len - tail_from)
     rows = _per_session(
         conn, "SELECT pos, mid, body FROM context WHERE session_rid = ? ORDER BY pos",
         session.rid, "SELECT pos, mid, body FROM context WHERE session_rid = ? AND pos = ?",
-        range(max(length, 0)),
-    )
+        range(max(explicit, 0)),
+    ) or []
+    ordered = sorted(session.transcript.items())
+    if not rows and explicit > 0:  # its explicit rows lost: the transcript, as it is
+        return [m for _, (_, m) in ordered], False
     by_mid = {mid: message for mid, message in session.transcript.values()}
-    if not rows:
-        ordered = [m for _, (_, m) in sorted(session.transcript.items())]
-        return ordered, length == 0 and not ordered
     context = []
     for _pos, mid, body in rows:
         message = by_mid.get(mid) if mid is not None else _message(body)
         if message is not None:
             context.append(message)
+    context += [m for seq, (_, m) in ordered if seq >= tail_from]
     positions = [pos for pos, _, _ in rows]
-    whole = len(context) == length and positions == list(range(length))
+    whole = len(context) == length and positions == list(range(max(explicit, 0)))
     return context, whole
 
 
@@ -291,7 +270,6 @@ def _record(conn: sqlite3.Connection, session: _Session) -> tuple[dict[str, Any]
     row = session.row
     length = row["context_len"] if isinstance(row["context_len"], int) else 0
     context, whole = _context(conn, session, length)
-    context += session.journaled
     fixed = repair(importable(context), notice_for(_phases(conn, session.rid)))
     try:
         state = json.loads(row["state"])
@@ -326,7 +304,6 @@ def salvage(damaged: Path, into: Path) -> Salvage:
         sessions = _read_sessions(conn, result)
         orphans: dict[int, _Session] = {}
         _read_transcripts(conn, sessions, orphans, result)
-        _read_journal(conn, sessions, result)
         for session in sessions.values():
             record, whole = _record(conn, session)
             try:
@@ -335,7 +312,7 @@ def salvage(damaged: Path, into: Path) -> Salvage:
                 result.failed.append(f"{record['id']}: {exc}")
                 continue
             expected = session.row["transcript_len"]
-            expected = expected + len(session.journaled) if isinstance(expected, int) else 0
+            expected = expected if isinstance(expected, int) else 0
             result.sessions.append(SavedSession(
                 record["id"], record["title"], len(session.transcript), expected, whole))
         for orphan in orphans.values():

@@ -4,13 +4,16 @@ Tables (one database file, ``<memory-dir>/sessions.sqlite3``):
 
 ``sessions``      one row per session: metadata, planning/usage ``state`` (JSON), and the
                   counters ``context_len``/``transcript_len``/``context_version`` that let a
-                  checkpoint append without reading what is already stored.
+                  checkpoint append without reading what is already stored; ``tail_from``,
+                  where the context's tail begins in the transcript; ``listed_at``,
+                  ``updated_at`` to the second, which the listing's index follows.
 ``transcript``    every message ever persisted, one row each, append-only (``seq`` = order),
                   with its pairing facts (``shape``) and token estimate, read by a resume
                   instead of the message itself.
-``context``       the working context: one row per position, pointing at a transcript row
-                  (``mid``) or, for messages that exist only in the context (a compaction
-                  summary), holding the message itself (``body``).
+``context``       the working context's explicit part: one row per position, pointing at a
+                  transcript row (``mid``) or, for messages that exist only in the context (a
+                  compaction summary), holding the message itself (``body``); the transcript
+                  from ``sessions.tail_from`` on follows it (actors.store._rows).
 ``compactions``   one row per compaction event.
 ``tool_calls``    the write-ahead record of tool calls not yet answered: ``planned`` when the
                   assistant message that asked for them was checkpointed, ``started`` just
@@ -25,16 +28,19 @@ Tables (one database file, ``<memory-dir>/sessions.sqlite3``):
                   the rows after it are the indexer's to do (a checkpoint writes no mark).
 ``message_session`` the session of each indexed message (mid -> session rid), written by
                   the indexer, read by search to count matches per session.
-``journal``       checkpoints not applied to the tables above yet: an append commits one
-                  row here, and applying it writes its rows and deletes it
-                  (actors.store._journal).
+
+Schema 8 had a ``journal`` of checkpoints not applied to the tables yet; the migration to 10
+applies what it holds and drops it (:mod:`actors.store.sqlite._upgrade`).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
-SCHEMA_VERSION = 8
+from actors.store.sqlite._upgrade import apply_journal
+
+SCHEMA_VERSION = 10
 
 MIGRATION_LISTINGS = """
     ALTER TABLE sessions ADD COLUMN title_source TEXT NOT NULL DEFAULT '';
@@ -52,7 +58,7 @@ MIGRATION_LISTINGS = """
     CREATE INDEX IF NOT EXISTS sessions_project ON sessions (project_root, updated_at);
 """
 
-_MIGRATIONS: dict[int, str] = {
+_MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], list[str]]] = {
     1: """
     CREATE TABLE IF NOT EXISTS sessions (
         rid             INTEGER PRIMARY KEY,
@@ -161,9 +167,8 @@ _MIGRATIONS: dict[int, str] = {
     DROP INDEX IF EXISTS transcript_session_of;
     DROP INDEX IF EXISTS sessions_project;
     """,
-    # A checkpoint that appends is one row here first, the tables following in a
-    # transaction of its own that deletes it (actors.store._journal). No index: the table
-    # holds the few entries not applied yet.
+    # (Schema 8 only: a checkpoint that appended was one row here first, the tables
+    # following in a transaction of its own that deleted it.)
     8: """
     CREATE TABLE IF NOT EXISTS journal (
         jid         INTEGER PRIMARY KEY,
@@ -171,16 +176,60 @@ _MIGRATIONS: dict[int, str] = {
         entry       TEXT    NOT NULL
     );
     """,
+    # A checkpoint writes four pages: no context row (the context is its explicit rows,
+    # then the transcript from tail_from on: actors.store._rows; every context written so
+    # far is explicit), and the listing's index follows listed_at, updated_at to the second,
+    # which a burst of checkpoints leaves as it is (the listing orders by both).
+    9: """
+    ALTER TABLE sessions ADD COLUMN tail_from INTEGER NOT NULL DEFAULT 0;
+    UPDATE sessions SET tail_from = transcript_len;
+    ALTER TABLE sessions ADD COLUMN listed_at TEXT NOT NULL DEFAULT '';
+    UPDATE sessions SET listed_at = substr(updated_at, 1, 19);
+    DROP INDEX IF EXISTS sessions_recent;
+    CREATE INDEX IF NOT EXISTS sessions_listed ON sessions (archived, listed_at DESC);
+    """,
+    # One write path: what schema 8's journal still holds is applied, and the table dropped.
+    10: apply_journal,
 }
 
 
-def migrate(conn: sqlite3.Connection) -> None:
+OLDEST_READABLE = 7  # schema 8 only added the journal, which a reader does without
+
+
+def check_readable(conn: sqlite3.Connection) -> None:
+    """Raise :class:`StorageError` unless this version can read the database as it is,
+    without migrating it (a read-only store): schema :data:`OLDEST_READABLE` or newer, and
+    not newer than :data:`SCHEMA_VERSION`. A schema before 9 is read through a temporary
+    view of its sessions with every context explicit (``tail_from`` at the transcript's
+    end) and ``listed_at``, as the migration to 9 would make them; temporary objects need no
+    write."""
+    from actors.core.errors import StorageError
+
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise StorageError(
+            f"The session store was written by a newer agent-harness (schema {version}); "
+            "upgrade agent-harness to open it."
+        )
+    if version < OLDEST_READABLE:
+        raise StorageError(
+            f"The session store is read-only and was written by an older agent-harness "
+            f"(schema {version}); open it once where it can be written to upgrade it."
+        )
+    if version < 9:
+        conn.execute("CREATE TEMP VIEW sessions AS SELECT *, transcript_len AS tail_from,"
+                     " substr(updated_at, 1, 19) AS listed_at FROM main.sessions")
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
     """Bring the database to :data:`SCHEMA_VERSION`; safe to run on every open, by many
-    processes at once (the version is read and raised inside one write transaction)."""
+    processes at once (the version is read and raised inside one write transaction). What a
+    migration had to say (a line each)."""
     from actors.core.errors import StorageError
 
     if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
-        return
+        return []
+    said: list[str] = []
     conn.execute("BEGIN IMMEDIATE")
     try:
         current = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -190,11 +239,16 @@ def migrate(conn: sqlite3.Connection) -> None:
                 "upgrade agent-harness to open it."
             )
         for version in range(current + 1, SCHEMA_VERSION + 1):
-            for statement in _MIGRATIONS[version].split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            step = _MIGRATIONS[version]
+            if callable(step):
+                said += step(conn)
+            else:
+                for statement in step.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {version}")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+    return said

@@ -28,9 +28,6 @@ class SqliteStore(Store):
     it. Raises :class:`StorageError` when the database cannot be opened.
     """
 
-    db: SqliteDatabase
-    leases: FlockLeases
-
     def __init__(
         self,
         memory_dir: str | os.PathLike[str],
@@ -40,13 +37,21 @@ class SqliteStore(Store):
     ) -> None:
         path = private_memory_dir(memory_dir)
         db = SqliteDatabase(path / DB_NAME, busy_timeout=busy_timeout)
-        backend = Backend(db, FlockLeases(path / "sessions"), Fts5Index(), tuple(db.warnings),
-                          journal=True)
+        self._database, self._flocks = db, FlockLeases(path / "sessions")
+        backend = Backend(db, self._flocks, Fts5Index(), tuple(db.warnings), db.read_only)
         try:
             super().__init__(path, backend, import_legacy=import_legacy)
         except BaseException:
             db.close()
             raise
+
+    @property
+    def db(self) -> SqliteDatabase:
+        return self._database
+
+    @property
+    def leases(self) -> FlockLeases:
+        return self._flocks
 
     @property
     def db_path(self) -> Path:

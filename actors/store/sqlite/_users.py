@@ -63,10 +63,18 @@ class StoreUsers:
         self.path = memory_dir / LOCK_NAME
         self._fd: int | None = None
 
-    def share(self, wait: float = WAIT_SECONDS) -> None:
+    def share(self, wait: float = WAIT_SECONDS, *, read_only: bool = False) -> None:
         """Hold the lock shared (this process uses the store); waits up to ``wait`` seconds
-        for a repair that holds it exclusively, then raises :class:`StorageError`."""
-        fd = _open(self.path)
+        for a repair that holds it exclusively, then raises :class:`StorageError`. A store
+        that cannot be written (``read_only``) holds it if the file is there to be read,
+        else nothing: no repair can replace a file there either."""
+        if read_only:
+            try:
+                fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return
+        else:
+            fd = _open(self.path)
         deadline = time.monotonic() + wait
         try:
             while not _try(fd, fcntl.LOCK_SH):

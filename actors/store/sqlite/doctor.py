@@ -38,10 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from actors.core.errors import CorruptSession, HarnessError, StorageError
+from actors.core.errors import HarnessError, StorageError
 from actors.core.ids import new_session_id
 from actors.core.messages import Message, repair, text_of
-from actors.store import _journal as journal
 from actors.store._hostile import (
     call_id_problems,
     importable,
@@ -49,6 +48,7 @@ from actors.store._hostile import (
     unsendable,
 )
 from actors.store._records import timestamp
+from actors.store._rows import fetch_all, is_undecodable
 from actors.store._text import indexed_text, session_text
 from actors.store.sqlite._database import DB_NAME, is_busy
 from actors.store.sqlite._lease import held_elsewhere
@@ -91,7 +91,6 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     damaged: dict[str, _SessionRows] = field(default_factory=dict)
     index_stale: bool = False
-    stuck: list[int] = field(default_factory=list)  # journal rows that cannot be applied
 
     @property
     def serious(self) -> list[Finding]:
@@ -114,15 +113,38 @@ def _parse(body: Any, what: str, problems: list[str]) -> Message | None:
     return message
 
 
+_TEXT, _INT, _MAYBE_TEXT, _MAYBE_INT = (str,), (int,), (str, type(None)), (int, type(None))
+_COLUMN_TYPES: dict[str, tuple[type, ...]] = {
+    "id": _TEXT, "created_at": _TEXT, "updated_at": _TEXT, "title": _TEXT, "summary": _TEXT,
+    "archived": _INT, "status": _TEXT, "project_root": _TEXT, "parent_id": _MAYBE_TEXT,
+    "state": _TEXT, "context_version": _INT, "context_len": _INT, "transcript_len": _INT,
+    "title_source": _TEXT, "preview": _TEXT, "user_messages": _INT, "fork_point": _MAYBE_INT,
+    "branch_seq": _MAYBE_INT, "tail_from": _INT, "listed_at": _TEXT,
+}  # what each column of a session's row holds (SQLite keeps whatever it is given)
+
+
 def _read_session(conn: sqlite3.Connection, row: sqlite3.Row) -> _SessionRows:
     rows = _SessionRows(row["rid"], dict(row))
     try:
+        conn.execute("SELECT * FROM sessions WHERE rid = ?", (row["rid"],)).fetchone()
+    except sqlite3.OperationalError as exc:
+        if not is_undecodable(exc):
+            raise
+        rows.problems.append("its metadata holds text that is not UTF-8")
+    wrong = [column for column, kinds in _COLUMN_TYPES.items()
+             if not isinstance(rows.meta.get(column), kinds)
+             or isinstance(rows.meta.get(column), bool)]
+    if wrong:
+        rows.problems.append(f"its row holds values of the wrong type ({', '.join(wrong)})")
+    try:
         by_mid: dict[int, Message | None] = {}
+        by_seq: dict[int, int] = {}
         for mid, seq, body in conn.execute(
             "SELECT mid, seq, body FROM transcript WHERE session_rid = ? ORDER BY seq",
             (row["rid"],),
         ):
             message = by_mid[mid] = _parse(body, f"transcript message {seq}", rows.problems)
+            by_seq[seq] = mid
             if message is not None:
                 rows.transcript.append(message)
         for pos, mid, body in conn.execute(
@@ -137,6 +159,11 @@ def _read_session(conn: sqlite3.Connection, row: sqlite3.Row) -> _SessionRows:
             )
             if message is not None:
                 rows.context.append(message)
+        tail_from = row["tail_from"] if isinstance(row["tail_from"], int) else len(by_seq)
+        for seq in range(tail_from, max(by_seq, default=-1) + 1):  # the context's tail
+            tail_message = by_mid.get(by_seq.get(seq, -1))
+            if tail_message is not None:
+                rows.context.append(tail_message)
         if len(by_mid) != row["transcript_len"]:
             rows.problems.append(
                 f"{len(by_mid)} transcript messages stored, {row['transcript_len']} expected"
@@ -150,15 +177,10 @@ def _read_session(conn: sqlite3.Connection, row: sqlite3.Row) -> _SessionRows:
 
 
 def examine(store: SqliteStore) -> Report:
-    """Check everything; writes nothing but what any open of the store writes: the
-    checkpoint journal's entries applied to their tables (those that cannot be are
-    reported)."""
+    """Check everything; write nothing."""
     report = Report()
-    with contextlib.suppress(HarnessError):
-        store.apply_journal()
     conn = store.db.connection
     with store.db.lock:
-        _examine_journal(conn, report)
         try:
             lines = [r[0] for r in conn.execute("PRAGMA integrity_check(20)")]
         except sqlite3.DatabaseError as exc:
@@ -168,8 +190,8 @@ def examine(store: SqliteStore) -> Report:
             report.index_only = all(_INDEX_ONLY.search(line) for line in lines)
             report.findings.append(Finding("database", f"integrity check: {report.integrity}"))
         _examine_index(conn, report)
-        try:
-            sessions = conn.execute("SELECT * FROM sessions ORDER BY updated_at DESC").fetchall()
+        try:  # one session's text that is not UTF-8 is that session's finding (below)
+            sessions = fetch_all(conn, "SELECT * FROM sessions ORDER BY updated_at DESC")
         except sqlite3.DatabaseError as exc:
             report.findings.append(Finding("database", f"the session table is unreadable ({exc})"))
             sessions = []
@@ -180,24 +202,6 @@ def examine(store: SqliteStore) -> Report:
             _examine_session(store, row["id"], rows, report)
         _examine_files(store, conn, {row["id"] for row in sessions}, report)
     return report
-
-
-def _examine_journal(conn: sqlite3.Connection, report: Report) -> None:
-    """The checkpoint journal's rows left once everything that can be applied was: a row
-    that cannot be read, or an entry that does not follow its session."""
-    try:
-        rows = conn.execute("SELECT jid, entry FROM journal ORDER BY jid").fetchall()
-    except sqlite3.DatabaseError:
-        return  # the integrity check reports it
-    for jid, text in rows:
-        try:
-            entry = journal.decode(jid, text)
-            why = f"it does not follow session {entry.session_id} as saved"
-        except CorruptSession:
-            why = "it cannot be read"
-        report.stuck.append(jid)
-        report.findings.append(Finding("checkpoint journal", f"entry {jid} cannot be applied "
-                                        f"({why}); a repair removes it, and what it held"))
 
 
 def _examine_index(conn: sqlite3.Connection, report: Report) -> None:
@@ -218,6 +222,7 @@ def _examine_index(conn: sqlite3.Connection, report: Report) -> None:
             try:
                 needs_entry = bool(text_of(json.loads(body)))
             except (TypeError, ValueError, AttributeError):
+                indexed.discard(mid)  # a damaged message: its session's finding, not the index's
                 continue
             if needs_entry and mid not in indexed:
                 missing += 1
@@ -310,11 +315,6 @@ def repair_in_place(store: SqliteStore, report: Report) -> Repairs:
             return repairs
         repairs.done.append("Rebuilt the database's indexes (REINDEX); the integrity check "
                             "is ok again.")
-    if report.stuck:
-        with store.db.write(settled=False) as conn:
-            conn.executemany("DELETE FROM journal WHERE jid = ?", [(j,) for j in report.stuck])
-        repairs.done.append(f"Removed {len(report.stuck)} checkpoint journal entries that "
-                            "could not be applied (the messages they held are lost).")
     if report.index_stale:
         _rebuild_search_index(store)
         repairs.done.append("Rebuilt the search index from the transcripts.")
