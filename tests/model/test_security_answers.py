@@ -111,32 +111,48 @@ async def test_a_200_mb_answer_is_held_at_the_default_limit(tmp_path: Path) -> N
 def test_harness_p_keeps_its_peak_rss_under_300_mb_for_a_200_mb_answer(
     tmp_path: Path, memory_dir: Path
 ) -> None:
-    """The real process, its peak resident set read from the kernel at its exit."""
+    """The real process, its peak resident set read from the kernel at its exit.
+
+    The harness is started by a small launcher, not by pytest: a child made with vfork (as
+    subprocess and posix_spawn do) carries its parent's high-water mark through exec, so a
+    child of a grown pytest would report pytest's peak, not its own."""
     project = tmp_path / "project"
     project.mkdir()
+    peak_file = tmp_path / "peak"
     env = {**os.environ, "AGENT_HARNESS_MEMORY_DIR": str(memory_dir),
            "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "test"}
     with ScriptedServer([Flood(size=200 * MB)]) as server:
         child = subprocess.Popen(
-            [sys.executable, "-m", "repl", "-p", "Say everything.", "--base-url",
-             server.base_url], cwd=project, env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE)
+            [sys.executable, "-c", _LAUNCHER, str(peak_file), sys.executable, "-m", "repl",
+             "-p", "Say everything.", "--base-url", server.base_url],
+            cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         read = {name: b"" for name in ("out", "err")}
         readers = [threading.Thread(target=_read_all, args=(stream, read, name))
                    for stream, name in ((child.stdout, "out"), (child.stderr, "err"))]
         for reader in readers:
             reader.start()
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak, not any other's
-        child.returncode = os.waitstatus_to_exitcode(status)
+        child.wait()
         for reader in readers:
             reader.join(30)
     out, err = read["out"], read["err"].decode()
     assert child.returncode == 0, err
     assert len(out) == 4 * MB + 1  # the answer, cut, and its newline
     assert "The answer was cut at 4,194,304 bytes" in err
-    peak_mb = usage.ru_maxrss / 1024  # kilobytes on Linux
+    peak_mb = int(peak_file.read_text()) / 1024  # kilobytes on Linux
     print(f"peak RSS of harness -p for a 200 MB answer: {peak_mb:.0f} MB")
     assert peak_mb < 300, peak_mb
+
+
+# Runs argv[2:] with this process's standard streams, exits with its status, and writes its
+# peak RSS (kilobytes, from wait4: that child's own, this small launcher's at most) to argv[1].
+_LAUNCHER = """
+import os, sys
+pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    out.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
 
 
 def _read_all(stream: IO[bytes] | None, into: dict[str, bytes], name: str) -> None:
